@@ -1,0 +1,85 @@
+"""Per-axis coordinate arithmetic shared by every mode: unnormalize, fold, and tap indices.
+
+Mirrors onnxruntime's CPU kernel (``GsDenormalize``, ``PixelAtGrid``): the continuous
+coordinate is only unnormalized, and the padding rule is applied to each integer tap. Here the
+taps stay in float until they are known to be small, exact integers, and only then become int64
+indices, clamped so that no gather index can ever leave its axis (NaN included).
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from gridsample_lower.emitter import Emitter
+from gridsample_lower.spec import GridSampleSpec
+
+__all__ = ["source_coordinate", "tap_indices"]
+
+# Far enough outside [0, L-1] that every tap of every mode is out of range, or clamps to an edge.
+_MARGIN = 4
+
+
+def source_coordinate(em: Emitter, g: ir.Value, axis: int, spec: GridSampleSpec, ct) -> ir.Value:
+    """Unnormalize grid component ``g`` for spatial ``axis``; then bound it without changing taps.
+
+    The operation order is onnxruntime's, so results agree bit for bit:
+    align_corners=1: ``(g + 1) * ((L - 1) / 2)``; align_corners=0: ``(g + 1) * (L / 2) - 0.5``.
+    Zeros and border: clip to [-4, L + 3], where every tap is already out of range or clamped the
+    same way. Reflection: subtract a whole number of reflection periods (``fmod``, exact), which
+    keeps the fraction and the tap parities. Both make later float-to-int casts safe.
+    """
+    x_axis = 2 + axis
+    one = em.const(1.0, ct)
+    if spec.align_corners:
+        x = em.Mul(em.Add(g, one), em.x_size(range(x_axis, x_axis + 1), ct, lambda n: (n - 1) / 2))
+    else:
+        x = em.Sub(
+            em.Mul(em.Add(g, one), em.x_size(range(x_axis, x_axis + 1), ct, lambda n: n / 2)),
+            em.const(0.5, ct),
+        )
+    if spec.padding_mode == "reflection":
+        return em.Mod(x, reflection_period(em, x_axis, spec, ct), fmod=1)
+    high = em.x_size(range(x_axis, x_axis + 1), ct, lambda n: n - 1 + _MARGIN)
+    return em.Clip(x, em.const(-_MARGIN, ct), high)
+
+
+def reflection_period(em: Emitter, x_axis: int, spec: GridSampleSpec, ct) -> ir.Value:
+    """2L (align_corners=0) or 2(L-1) (align_corners=1, at least 2 so a size-1 axis folds to 0)."""
+    axis = range(x_axis, x_axis + 1)
+    if not spec.align_corners:
+        return em.x_size(axis, ct, lambda n: 2 * n)
+    size = em.x_dim(x_axis)
+    if size is not None:
+        return em.const(max(2 * (size - 1), 2), ct)
+    return em.Max(em.x_size(axis, ct, lambda n: 2 * (n - 1)), em.const(2.0, ct))
+
+
+def tap_indices(
+    em: Emitter, taps: ir.Value, axis: int, spec: GridSampleSpec, ct
+) -> tuple[ir.Value, ir.Value | None]:
+    """Apply the padding rule to float tap positions; return int64 indices and a validity mask.
+
+    The mask (zeros padding only) is True where the tap lies inside the axis.
+    Reflection of an integer tap t (SEMANTICS.md): align_corners=1 reflects about 0 and L-1:
+    ``m = |t| mod 2(L-1)``, ``t' = min(m, 2(L-1) - m)``; align_corners=0 reflects about -0.5 and
+    L-0.5: the same on ``|t + 0.5|`` with period 2L, then minus 0.5. Exact, since
+    ``source_coordinate`` has already brought the taps within a period or two of the axis.
+    """
+    x_axis = 2 + axis
+    if spec.padding_mode == "reflection":
+        taps = _reflect(em, taps, x_axis, spec, ct)
+    index = em.Cast(taps, to=ir.DataType.INT64)
+    last = em.x_size(range(x_axis, x_axis + 1), ir.DataType.INT64, lambda n: n - 1)
+    clamped = em.Clip(index, em.const(0, ir.DataType.INT64), last)
+    mask = em.Equal(clamped, index) if spec.padding_mode == "zeros" else None
+    return clamped, mask
+
+
+def _reflect(em: Emitter, taps: ir.Value, x_axis: int, spec: GridSampleSpec, ct) -> ir.Value:
+    period = reflection_period(em, x_axis, spec, ct)
+    if spec.align_corners:
+        folded = em.Mod(em.Abs(taps), period, fmod=1)
+        return em.Min(folded, em.Sub(period, folded))
+    half = em.const(0.5, ct)
+    folded = em.Mod(em.Abs(em.Add(taps, half)), period, fmod=1)
+    return em.Sub(em.Min(folded, em.Sub(period, folded)), half)

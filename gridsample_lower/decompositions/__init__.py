@@ -1,0 +1,5 @@
+"""One decomposition per mode; importing this package registers them all."""
+
+from gridsample_lower.decompositions import cubic, linear, nearest
+
+__all__ = ["cubic", "linear", "nearest"]

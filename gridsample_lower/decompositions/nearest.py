@@ -1,0 +1,39 @@
+"""Lower GridSample(mode=nearest) to Round + Gather: the values are moved, never computed.
+
+Round is ONNX's half-to-even, applied right after unnormalizing and before the padding rule,
+as onnxruntime does, so ties agree bit for bit. X is gathered in its own type, which keeps every
+dtype exact (int64 beyond 2**53, bool, string).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from gridsample_lower.coords import source_coordinate, tap_indices
+from gridsample_lower.emitter import Emitter
+from gridsample_lower.registry import register
+from gridsample_lower.sampling import gather_taps, grid_coordinates, to_output_layout
+from gridsample_lower.spec import GridSampleSpec, compute_dtype
+
+
+@register("nearest")
+def nearest(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec) -> ir.Value:
+    ct = compute_dtype(spec)
+    indices, inside = [], None
+    for axis, g in enumerate(grid_coordinates(em, grid, spec)):
+        tap = em.Round(source_coordinate(em, g, axis, spec, ct))
+        index, mask = tap_indices(em, tap, axis, spec, ct)
+        indices.append(index)
+        if mask is not None:
+            inside = mask if inside is None else em.And(inside, mask)
+    y = gather_taps(em, x, indices, spec.rank)
+    if inside is not None:
+        y = em.Where(inside, y, _zero(em, spec.x_dtype))
+    return to_output_layout(em, y, spec.rank)
+
+
+def _zero(em: Emitter, dtype: ir.DataType) -> ir.Value:
+    if dtype == ir.DataType.STRING:
+        return em.Constant(value=ir.StringTensor(np.array([b""], dtype=object).reshape(())))
+    return em.const(0, dtype)

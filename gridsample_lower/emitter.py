@@ -1,0 +1,83 @@
+"""A node builder that names every node after the GridSample it replaces.
+
+Wraps the ``op`` builder onnxscript's rewriter hands to a rule, so a decomposition reads like
+math (``em.Add(a, b)``), and so a reader of the lowered graph (and the verifier) can tell which
+region came from which GridSample: every node, and its output, is called
+``<gridsample name>/<OpType>_<k>``, which also keeps names unique across subgraphs.
+It also knows the static shapes of X and grid, and turns shape-dependent scalars into constants
+when they are known and into Shape-based subgraphs when they are symbolic.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+
+__all__ = ["Emitter"]
+
+
+class Emitter:
+    """Emit named nodes through an onnxscript builder."""
+
+    def __init__(self, op: Any, prefix: str, x: ir.Value) -> None:
+        self._op = op
+        self._prefix = prefix
+        self._count = 0
+        self._x = x
+        self._x_shape = self._shape_of(x)
+        self._sizes: dict[tuple[int, int, ir.DataType], ir.Value] = {}
+
+    def __getattr__(self, op_type: str) -> Callable[..., Any]:
+        if not op_type[:1].isupper():
+            raise AttributeError(op_type)
+        return lambda *args, **attrs: self.op(op_type, *args, **attrs)
+
+    def op(self, op_type: str, *args: ir.Value | None, **attrs: Any) -> Any:
+        self._count += 1
+        name = f"{self._prefix}/{op_type}_{self._count}"
+        return self._op.op(op_type, *args, _name=name, _outputs=[name], **attrs)
+
+    def const(self, value: Any, dtype: ir.DataType) -> ir.Value:
+        """A Constant node holding ``value`` (a number or nested list) as ``dtype``."""
+        array = np.asarray(value, dtype=dtype.numpy())
+        return self.Constant(value=ir.tensor(array, dtype=dtype))
+
+    # Shapes of X: constants when static, Shape-based when symbolic.
+
+    def x_dim(self, axis: int) -> int | None:
+        """The static size of X's ``axis``, or None when it is symbolic."""
+        dim = self._x_shape[axis] if self._x_shape is not None else None
+        return dim if isinstance(dim, int) else None
+
+    def x_size(self, axes: range, dtype: ir.DataType, fn: Callable[[float], float] = float) -> Any:
+        """``fn(prod(X.shape[axes]))`` as a scalar of ``dtype`` (``fn`` must be affine)."""
+        dims = [self.x_dim(a) for a in axes]
+        if all(d is not None for d in dims):
+            return self.const(fn(math.prod(dims)), dtype)
+        size = self._dynamic_size(axes, dtype)
+        offset, slope = fn(0), fn(1) - fn(0)
+        if slope != 1:
+            size = self.Mul(size, self.const(slope, dtype))
+        if offset != 0:
+            size = self.Add(size, self.const(offset, dtype))
+        return size
+
+    def _dynamic_size(self, axes: range, dtype: ir.DataType) -> ir.Value:
+        key = (axes.start, axes.stop, dtype)
+        if key not in self._sizes:
+            if dtype == ir.DataType.INT64:
+                shape = self.Shape(self._x, start=axes.start, end=axes.stop)
+                self._sizes[key] = self.ReduceProd(shape, keepdims=0)
+            else:
+                self._sizes[key] = self.Cast(self._dynamic_size(axes, ir.DataType.INT64), to=dtype)
+        return self._sizes[key]
+
+    @staticmethod
+    def _shape_of(value: ir.Value) -> tuple | None:
+        if value.shape is None:
+            return None
+        return tuple(d if isinstance(d, int) else None for d in value.shape)

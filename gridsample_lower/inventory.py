@@ -1,0 +1,141 @@
+"""Find every GridSample in a model and describe it: where it lives, its opset, its spec.
+
+Used by ``inspect``, by the pass to name and type nodes before lowering, and by the verifier.
+Subgraph values often carry no type; ``inferred_types`` runs ONNX shape inference on a copy and
+lends the inferred types to GridSample inputs for as long as they are needed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+
+import onnx
+import onnx_ir as ir
+
+from gridsample_lower.spec import GridSampleSpec, UnsupportedGridSample, spelling_matches_opset
+
+__all__ = ["Site", "find_gridsamples", "inferred_types", "is_gridsample", "type_text"]
+
+
+def is_gridsample(node: ir.Node) -> bool:
+    return node.op_type == "GridSample" and node.domain in ("", "ai.onnx")
+
+
+@dataclasses.dataclass
+class Site:
+    """One GridSample node and what we know about it."""
+
+    node: ir.Node
+    location: str
+    opset: int
+    spec: GridSampleSpec | None = None
+    problem: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.node.name or "<unnamed>"
+
+    @property
+    def spelling_ok(self) -> bool:
+        return spelling_matches_opset(self.node, self.opset)
+
+    def describe(self) -> dict[str, object]:
+        """A row for ``inspect``: plain strings and numbers, stable keys."""
+        spec = self.spec
+        attr = {k: self.node.attributes.get(k) for k in ("mode", "padding_mode", "align_corners")}
+        return {
+            "name": self.name,
+            "location": self.location,
+            "opset": self.opset,
+            "rank": spec.rank if spec else None,
+            "mode": spec.mode if spec else _attr_text(attr["mode"]),
+            "padding_mode": spec.padding_mode if spec else _attr_text(attr["padding_mode"]),
+            "align_corners": spec.align_corners if spec else _attr_text(attr["align_corners"]),
+            "X": type_text(self.node.inputs[0]),
+            "grid": type_text(self.node.inputs[1]),
+            "onnxruntime_native": bool(spec and spec.onnxruntime_native and self.spelling_ok),
+            "lowerable": spec is not None,
+            "problem": self.problem or ("" if self.spelling_ok else "mode spelled for another opset"),
+        }
+
+
+def find_gridsamples(model: ir.Model) -> list[Site]:
+    """Every GridSample in the main graph, its subgraphs at any depth, and model-local functions."""
+    model_opset = model.opset_imports.get("", 1)
+    sites: list[Site] = []
+    _collect(model.graph, "main graph", model_opset, sites)
+    for function in model.functions.values():
+        opset = function.opset_imports.get("", model_opset)
+        _collect(function, f"function {function.domain}::{function.name}", opset, sites)
+    for site in sites:
+        try:
+            site.spec = GridSampleSpec.from_node(site.node)
+        except UnsupportedGridSample as error:
+            site.problem = error.reason
+    return sites
+
+
+def _collect(graph, location: str, opset: int, sites: list[Site]) -> None:
+    for node in graph:
+        if is_gridsample(node):
+            sites.append(Site(node, location, node.version or opset))
+        for attr in node.attributes.values():
+            if attr.is_ref():
+                continue
+            label = f"{location} > {node.op_type} {node.name or '<unnamed>'!r}"
+            if attr.type == ir.AttributeType.GRAPH:
+                _collect(attr.value, f"{label} {attr.name}", opset, sites)
+            elif attr.type == ir.AttributeType.GRAPHS:
+                for i, sub in enumerate(attr.value):
+                    _collect(sub, f"{label} {attr.name}[{i}]", opset, sites)
+
+
+@contextlib.contextmanager
+def inferred_types(model: ir.Model) -> Iterator[None]:
+    """Lend inferred types and shapes to GridSample inputs that have none, then take them back."""
+    nodes = [node for node in ir.traversal.RecursiveGraphIterator(model.graph) if is_gridsample(node)]
+    untyped = {v for n in nodes for v in n.inputs[:2] if v is not None and (v.type is None or v.shape is None)}
+    lent: list[tuple[ir.Value, ir.TypeProtocol | None, ir.Shape | None]] = []
+    if untyped:
+        inferred = _infer(model)
+        twins = [n for n in ir.traversal.RecursiveGraphIterator(inferred.graph) if is_gridsample(n)]
+        for node, twin in zip(nodes, twins, strict=True):
+            for value, source in zip(node.inputs[:2], twin.inputs[:2]):
+                if value in untyped and source is not None:
+                    lent.append((value, value.type, value.shape))
+                    value.type = value.type or source.type
+                    value.shape = value.shape or source.shape
+                    untyped.discard(value)
+    try:
+        yield
+    finally:
+        for value, old_type, old_shape in lent:
+            value.type, value.shape = old_type, old_shape
+
+
+def _infer(model: ir.Model) -> ir.Model:
+    proto = ir.serde.serialize_model(model)
+    try:
+        proto = onnx.shape_inference.infer_shapes(proto, data_prop=True)
+    except Exception:  # noqa: BLE001  (inference is best effort; the spec says what is missing)
+        pass
+    return ir.serde.deserialize_model(proto)
+
+
+def type_text(value: ir.Value | None) -> str:
+    """``float32[N,3,64,64]``; symbolic dims by name, unknown ones as ``?``."""
+    if value is None:
+        return "-"
+    dtype = value.dtype.name.lower() if value.dtype is not None else "?"
+    if value.shape is None:
+        return f"{dtype}[?]"
+    dims = [str(d) if isinstance(d, int) else (d.value or "?") for d in value.shape]
+    return f"{dtype}[{','.join(dims)}]"
+
+
+def _attr_text(attr: ir.Attr | None) -> object:
+    if attr is None:
+        return "(default)"
+    return f"@{attr.ref_attr_name}" if attr.is_ref() else attr.value

@@ -1,0 +1,126 @@
+"""``LowerGridSamplePass`` and ``lower()``: every GridSample in a model, lowered to primitive ops.
+
+The pass does what the rewrite rule cannot do alone: it inlines the calls of model-local
+functions that contain a GridSample (call-site attributes and defaults honoured, so the mode is
+known and the rank can be inferred), gives unnamed GridSample nodes a name to prefix their
+lowered nodes with, lends inferred shapes to inputs that carry none, applies the rule to the
+main graph and every subgraph, and reports what it lowered.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import TypeVar
+
+import onnx
+import onnx_ir as ir
+from onnx_ir.passes.common import InlinePass
+from onnxscript import rewriter
+
+from gridsample_lower.inventory import find_gridsamples, inferred_types, is_gridsample
+from gridsample_lower.rule import gridsample_rule
+from gridsample_lower.spec import UnsupportedGridSample
+
+__all__ = ["LowerGridSamplePass", "LoweringResult", "lower"]
+
+ModelT = TypeVar("ModelT", onnx.ModelProto, ir.Model)
+
+
+@dataclasses.dataclass
+class LoweringResult(ir.passes.PassResult):
+    """A PassResult that also counts the lowered nodes per configuration label."""
+
+    lowered: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+class LowerGridSamplePass(ir.passes.InPlacePass):
+    """Replace every GridSample (graph, subgraphs, functions) by primitive standard ops.
+
+    Raises UnsupportedGridSample, naming the node and the reason, if one cannot be lowered;
+    with ``strict=False`` such nodes are left in place instead.
+    """
+
+    def __init__(self, *, strict: bool = True) -> None:
+        super().__init__()
+        self.strict = strict
+
+    def call(self, model: ir.Model) -> LoweringResult:
+        _name_unnamed(model, find_gridsamples(model))
+        inlined = _inline_functions_with_gridsample(model)
+        with inferred_types(model):
+            sites = find_gridsamples(model)
+            problems = [site for site in sites if site.spec is None]
+            if problems and self.strict:
+                raise UnsupportedGridSample(problems[0].name, problems[0].problem or "unsupported")
+            count = _apply_rule(model)
+        lowered = collections.Counter(site.spec.label for site in sites if site.spec is not None)
+        if count != sum(lowered.values()):
+            left = [s.name for s in find_gridsamples(model)]
+            raise UnsupportedGridSample(left[0] if left else "?", "the rewrite rule declined it")
+        return LoweringResult(model, modified=bool(count or inlined), lowered=dict(lowered))
+
+
+def lower(model: ModelT, *, strict: bool = True) -> ModelT:
+    """Lower every GridSample of ``model``; returns a new model of the same kind.
+
+    The input is not modified. Accepts ``onnx.ModelProto`` or ``onnx_ir.Model``.
+    """
+    return lower_with_report(model, strict=strict)[0]
+
+
+def lower_with_report(model: ModelT, *, strict: bool = True) -> tuple[ModelT, dict[str, int]]:
+    """``lower``, plus the count of lowered nodes per configuration label."""
+    is_proto = isinstance(model, onnx.ModelProto)
+    proto = model if is_proto else ir.serde.serialize_model(model)
+    work = ir.serde.deserialize_model(proto)
+    result = LowerGridSamplePass(strict=strict)(work)
+    out = ir.serde.serialize_model(result.model) if is_proto else result.model
+    return out, result.lowered
+
+
+def _apply_rule(model: ir.Model) -> int:
+    """Apply the rule everywhere, keeping other nodes' names as they were.
+
+    ``apply_to_model`` ends with a NameFixPass that names every unnamed node in the model;
+    the names it gives nodes we did not create are taken back.
+    """
+    unnamed = [n for n in ir.traversal.RecursiveGraphIterator(model.graph) if not n.name]
+    for function in model.functions.values():
+        unnamed.extend(n for n in ir.traversal.RecursiveGraphIterator(function) if not n.name)
+    count = rewriter.RewriteRuleSet([gridsample_rule()]).apply_to_model(model)
+    for node in unnamed:
+        node.name = ""
+    return count
+
+
+def _inline_functions_with_gridsample(model: ir.Model) -> bool:
+    """Inline calls of functions that contain a GridSample, directly or through other calls."""
+    functions = model.functions
+    holds = {fid: any(is_gridsample(n) for n in ir.traversal.RecursiveGraphIterator(f))
+             for fid, f in functions.items()}
+    changed = True
+    while changed:  # a function calling one that holds a GridSample holds one too
+        changed = False
+        for fid, function in functions.items():
+            if not holds[fid] and any(
+                holds.get(n.op_identifier(), False)
+                for n in ir.traversal.RecursiveGraphIterator(function)
+            ):
+                holds[fid] = changed = True
+    if not any(holds.values()):
+        return False
+    return InlinePass(criteria=lambda f: holds[f.identifier()])(model).modified
+
+
+def _name_unnamed(model: ir.Model, sites) -> None:
+    """Give unnamed GridSample nodes a unique name: their lowered nodes are prefixed with it."""
+    graphs = [model.graph, *model.functions.values()]
+    taken = {n.name for g in graphs for n in ir.traversal.RecursiveGraphIterator(g) if n.name}
+    k = 0
+    for site in sites:
+        if not site.node.name:
+            while f"GridSample_{k}" in taken:
+                k += 1
+            site.node.name = f"GridSample_{k}"
+            taken.add(site.node.name)

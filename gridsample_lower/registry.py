@@ -1,0 +1,59 @@
+"""The table of decompositions, keyed by mode: the one list of what gridsample_lower can lower.
+
+Padding mode and align_corners only change coordinate arithmetic, and the rank is a loop bound,
+so the mode alone decides the structure of the lowered graph.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import onnx_ir as ir
+
+from gridsample_lower.spec import ALIGN_CORNERS, MODES, PADDING_MODES, GridSampleSpec
+
+__all__ = ["Decomposition", "lookup", "register", "supported_specs", "TESTED_RANKS"]
+
+# (emitter, X, grid, spec) -> Y
+Decomposition = Callable[..., ir.Value]
+
+_TABLE: dict[str, Decomposition] = {}
+
+# Ranks the suite checks exhaustively; every rank >= 1 goes through the same code.
+TESTED_RANKS = (1, 2, 3)
+
+
+def register(mode: str) -> Callable[[Decomposition], Decomposition]:
+    """Register the decomposition of ``mode``; registering a mode twice is an error."""
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}")
+
+    def decorate(fn: Decomposition) -> Decomposition:
+        if mode in _TABLE:
+            raise ValueError(f"mode {mode!r} is already registered by {_TABLE[mode].__module__}")
+        _TABLE[mode] = fn
+        return fn
+
+    return decorate
+
+
+def lookup(spec: GridSampleSpec) -> Decomposition:
+    """The decomposition for ``spec``."""
+    _load()
+    return _TABLE[spec.mode]
+
+
+def supported_specs(ranks: tuple[int, ...] = TESTED_RANKS) -> list[GridSampleSpec]:
+    """Every (rank, mode, padding, align_corners) configuration lowered, for float32 inputs."""
+    _load()
+    return [
+        GridSampleSpec(rank, mode, padding, align)
+        for rank, mode, padding, align in itertools.product(
+            ranks, sorted(_TABLE, key=MODES.index), PADDING_MODES, ALIGN_CORNERS
+        )
+    ]
+
+
+def _load() -> None:
+    import gridsample_lower.decompositions  # noqa: F401  (registers on import)
