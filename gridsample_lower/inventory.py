@@ -32,6 +32,8 @@ class Site:
     opset: int
     spec: GridSampleSpec | None = None
     problem: str | None = None
+    x_type: str = "?"
+    grid_type: str = "?"
 
     @property
     def name(self) -> str:
@@ -53,16 +55,22 @@ class Site:
             "mode": spec.mode if spec else _attr_text(attr["mode"]),
             "padding_mode": spec.padding_mode if spec else _attr_text(attr["padding_mode"]),
             "align_corners": spec.align_corners if spec else _attr_text(attr["align_corners"]),
-            "X": type_text(self.node.inputs[0]),
-            "grid": type_text(self.node.inputs[1]),
+            "X": self.x_type,
+            "grid": self.grid_type,
             "onnxruntime_native": bool(spec and spec.onnxruntime_native and self.spelling_ok),
             "lowerable": spec is not None,
             "problem": self.problem or ("" if self.spelling_ok else "mode spelled for another opset"),
         }
 
 
-def find_gridsamples(model: ir.Model) -> list[Site]:
-    """Every GridSample in the main graph, its subgraphs at any depth, and model-local functions."""
+def find_gridsamples(model: ir.Model, *, infer: bool = False) -> list[Site]:
+    """Every GridSample in the main graph, its subgraphs at any depth, and model-local functions.
+
+    With ``infer``, inputs without a type or shape are described with inferred ones.
+    """
+    if infer:
+        with inferred_types(model):
+            return find_gridsamples(model)
     model_opset = model.opset_imports.get("", 1)
     sites: list[Site] = []
     _collect(model.graph, "main graph", model_opset, sites)
@@ -70,6 +78,7 @@ def find_gridsamples(model: ir.Model) -> list[Site]:
         opset = function.opset_imports.get("", model_opset)
         _collect(function, f"function {function.domain}::{function.name}", opset, sites)
     for site in sites:
+        site.x_type, site.grid_type = (type_text(v) for v in site.node.inputs[:2])
         try:
             site.spec = GridSampleSpec.from_node(site.node)
         except UnsupportedGridSample as error:

@@ -13,7 +13,7 @@ import onnx_ir as ir
 
 from gridsample_lower.spec import ALIGN_CORNERS, MODES, PADDING_MODES, GridSampleSpec
 
-__all__ = ["Decomposition", "lookup", "register", "supported_specs", "TESTED_RANKS"]
+__all__ = ["TESTED_RANKS", "Decomposition", "lookup", "register", "support_matrix", "supported_specs"]
 
 # (emitter, X, grid, spec) -> Y
 Decomposition = Callable[..., ir.Value]
@@ -57,3 +57,21 @@ def supported_specs(ranks: tuple[int, ...] = TESTED_RANKS) -> list[GridSampleSpe
 
 def _load() -> None:
     import gridsample_lower.decompositions  # noqa: F401  (registers on import)
+
+
+def support_matrix() -> str:
+    """The support matrix as a markdown table (for ``supported`` and README)."""
+    ranks = (*TESTED_RANKS, 4)
+    head = "| mode | padding_mode | align_corners | " + " | ".join(
+        f"r={r}" if r in TESTED_RANKS else f"r>={r}" for r in ranks
+    )
+    lines = [head + " |", "|---" * (3 + len(ranks)) + "|"]
+    for spec in supported_specs(ranks=(1,)):
+        cells = []
+        for rank in ranks:
+            native = GridSampleSpec(rank, spec.mode, spec.padding_mode, spec.align_corners)
+            cells.append("lowered (ort native)" if native.onnxruntime_native else "lowered")
+        lines.append(
+            f"| {spec.mode} | {spec.padding_mode} | {spec.align_corners} | " + " | ".join(cells) + " |"
+        )
+    return "\n".join(lines)

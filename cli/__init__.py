@@ -1,0 +1,1 @@
+"""The ``gridsample-lower`` command line, installed as ``gridsample_lower.cli``."""
