@@ -49,8 +49,15 @@ def tap_constants(em: Emitter, axis: int, rank: int, dtype) -> Callable[[Sequenc
     return shaped
 
 
-def gather_taps(em: Emitter, x: ir.Value, indices: Sequence[ir.Value], rank: int) -> ir.Value:
-    """Gather X at per-axis int64 ``indices`` (broadcastable); returns ``(C, <index shape>)``."""
+def gather_taps(
+    em: Emitter, x: ir.Value, indices: Sequence[ir.Value], rank: int, inside: ir.Value | None = None
+) -> ir.Value:
+    """Gather X at per-axis int64 ``indices`` (broadcastable); returns ``(C, <index shape>)``.
+
+    Where ``inside`` is False the result is zero: those points read a zero appended after the
+    last element. Only the index tensor is masked, never the values, so this works for every
+    dtype (onnxruntime's Where lacks int16, uint16, uint64, bool and bfloat16).
+    """
     flat = None
     for axis, index in enumerate(indices):
         if axis < rank - 1:
@@ -58,9 +65,38 @@ def gather_taps(em: Emitter, x: ir.Value, indices: Sequence[ir.Value], rank: int
         flat = index if flat is None else em.Add(flat, index)
     if em.x_dim(0) != 1:
         flat = em.Add(flat, _batch_offsets(em, rank))
-        x = em.Transpose(x, perm=[1, 0, *range(2, rank + 2)])
-        return em.Gather(em.Flatten(x, axis=1), flat, axis=1)
-    return em.Gather(em.Flatten(x, axis=2), flat, axis=1)  # N == 1: (1, C, ..) is (C, ..)
+        data = em.Flatten(em.Transpose(x, perm=[1, 0, *range(2, rank + 2)]), axis=1)
+    else:
+        data = em.Flatten(x, axis=2)  # N == 1: (1, C, ..) is already (C, ..)
+    if inside is not None:
+        past_end = _per_channel_size(em, rank)
+        flat = em.Where(inside, flat, past_end)
+        data = em.Concat(data, _zero_column(em, x), axis=1)
+    return em.Gather(data, flat, axis=1)
+
+
+def _per_channel_size(em: Emitter, rank: int) -> ir.Value:
+    """N * S, the number of elements of one channel across the batch."""
+    batch = em.x_dim(0)
+    spatial = em.x_size(range(2, 2 + rank), INT64)
+    if batch is not None:
+        return spatial if batch == 1 else em.Mul(spatial, em.const(batch, INT64))
+    return em.Mul(spatial, em.x_size(range(0, 1), INT64))
+
+
+def _zero_column(em: Emitter, x: ir.Value) -> ir.Value:
+    """A ``(C, 1)`` tensor of zeros of X's type (gathered from a one-element constant)."""
+    dtype = x.dtype
+    zero = em.const([0], dtype) if dtype != ir.DataType.STRING else em.Constant(
+        value=ir.StringTensor(np.array([b""], dtype=object))
+    )
+    channels = em.x_dim(1)
+    if channels is not None:
+        rows = em.const(np.zeros((channels, 1)), INT64)
+    else:
+        shape = em.Concat(em.Shape(x, start=1, end=2), em.const([1], INT64), axis=0)
+        rows = em.ConstantOfShape(shape, value=ir.tensor(np.zeros(1, dtype=np.int64)))
+    return em.Gather(zero, rows, axis=0)
 
 
 def _batch_offsets(em: Emitter, rank: int) -> ir.Value:

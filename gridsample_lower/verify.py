@@ -15,11 +15,11 @@ import ml_dtypes
 import numpy as np
 import onnx
 import onnx_ir as ir
-import onnxruntime as ort
 from onnx.reference import ReferenceEvaluator
 
 from gridsample_lower.inventory import Site, find_gridsamples
 from gridsample_lower.reference import GridSampleKernel
+from gridsample_lower.runtime import onnxruntime_runner
 from gridsample_lower.tolerances import tolerance
 
 __all__ = ["OutputCheck", "Verification", "VerificationError", "random_inputs", "verify_lowering"]
@@ -85,7 +85,7 @@ def verify_lowering(
     rng = np.random.default_rng(seed)
     sites = find_gridsamples(ir.serde.deserialize_model(original), infer=True)
     run_original, oracle = _runner(original, sites)
-    run_rewritten = _ort_runner(rewritten)
+    run_rewritten = onnxruntime_runner(rewritten)
     # Outputs are held to the tolerance of the least exact GridSample mode in the model.
     mode = max((s.spec.mode for s in sites if s.spec), key=_BY_EXACTNESS.index, default="nearest")
     checks: dict[str, OutputCheck] = {}
@@ -134,21 +134,13 @@ def _runner(model: onnx.ModelProto, sites: list[Site]):
     """onnxruntime if it runs every GridSample of ``model`` natively, else the reference."""
     if all(site.spec and site.spec.onnxruntime_native and site.spelling_ok for site in sites):
         try:
-            return _ort_runner(model), "onnxruntime"
+            return onnxruntime_runner(model), "onnxruntime"
         except Exception:  # noqa: BLE001  (what onnxruntime refuses goes to the reference)
             pass
     evaluator = ReferenceEvaluator(model, new_ops=[GridSampleKernel])
     return (lambda feeds: evaluator.run(None, feeds)), "onnx.reference"
 
 
-def _ort_runner(model: onnx.ModelProto):
-    ort.set_default_logger_severity(3)
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    session = ort.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
-    return lambda feeds: session.run(None, feeds)
 
 
 def _compare(name: str, want: np.ndarray, got: np.ndarray, mode: str) -> OutputCheck:

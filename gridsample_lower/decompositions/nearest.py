@@ -7,7 +7,6 @@ dtype exact (int64 beyond 2**53, bool, string).
 
 from __future__ import annotations
 
-import numpy as np
 import onnx_ir as ir
 
 from gridsample_lower.coords import source_coordinate, tap_indices
@@ -27,13 +26,4 @@ def nearest(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec) -> i
         indices.append(index)
         if mask is not None:
             inside = mask if inside is None else em.And(inside, mask)
-    y = gather_taps(em, x, indices, spec.rank)
-    if inside is not None:
-        y = em.Where(inside, y, _zero(em, spec.x_dtype))
-    return to_output_layout(em, y, spec.rank)
-
-
-def _zero(em: Emitter, dtype: ir.DataType) -> ir.Value:
-    if dtype == ir.DataType.STRING:
-        return em.Constant(value=ir.StringTensor(np.array([b""], dtype=object).reshape(())))
-    return em.const(0, dtype)
+    return to_output_layout(em, gather_taps(em, x, indices, spec.rank, inside), spec.rank)

@@ -1,0 +1,66 @@
+"""Run a model in onnxruntime (CPU), bfloat16 inputs and outputs included.
+
+onnxruntime's Python API cannot exchange bfloat16 arrays, so such inputs and outputs are
+passed as float32 (exact: every bfloat16 is a float32) through Cast nodes added to a copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import ml_dtypes
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper
+
+__all__ = ["onnxruntime_runner"]
+
+_BF16 = TensorProto.BFLOAT16
+
+
+def onnxruntime_runner(model: onnx.ModelProto) -> Callable[[dict], list[np.ndarray]]:
+    """A function from feeds to the list of outputs; raises if onnxruntime refuses the model."""
+    ort.set_default_logger_severity(3)
+    model, bf16_outputs = _float_io(model)
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+
+    def run(feeds: dict) -> list[np.ndarray]:
+        feeds = dict(
+            (k + "__f32", v.astype(np.float32)) if v.dtype == ml_dtypes.bfloat16 else (k, v)
+            for k, v in feeds.items()
+        )
+        outputs = session.run(None, feeds)
+        return [o.astype(ml_dtypes.bfloat16) if i in bf16_outputs else o
+                for i, o in enumerate(outputs)]
+
+    return run
+
+
+def _float_io(model: onnx.ModelProto) -> tuple[onnx.ModelProto, set[int]]:
+    graph = model.graph
+    bf16_inputs = [i for i in graph.input if i.type.tensor_type.elem_type == _BF16]
+    bf16_outputs = {k for k, o in enumerate(graph.output) if o.type.tensor_type.elem_type == _BF16}
+    if not bf16_inputs and not bf16_outputs:
+        return model, set()
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    graph = model.graph
+    casts_in = []
+    for info in graph.input:
+        if info.type.tensor_type.elem_type == _BF16:
+            casts_in.append(helper.make_node("Cast", [info.name + "__f32"], [info.name], to=_BF16))
+            info.name += "__f32"
+            info.type.tensor_type.elem_type = TensorProto.FLOAT
+    for k in bf16_outputs:
+        info = graph.output[k]
+        graph.node.append(helper.make_node("Cast", [info.name], [info.name + "__f32"], to=1))
+        info.name += "__f32"
+        info.type.tensor_type.elem_type = TensorProto.FLOAT
+    nodes = casts_in + list(graph.node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return model, bf16_outputs

@@ -1,0 +1,139 @@
+"""Model factories, input generators and oracles shared by the tests.
+
+Oracles, in order of preference: onnxruntime's native kernel (4-D, 5-D non-cubic, float/double),
+the ONNX reference evaluator (everything else, slow: keep shapes tiny), and
+``gridsample_lower.reference`` only where the ONNX reference is known to be wrong (cubic + border,
+integer X, size-1 axes under reflection); that kernel is itself checked in test_reference.py.
+"""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+
+from gridsample_lower import reference
+from gridsample_lower.runtime import onnxruntime_runner
+from gridsample_lower.spec import GridSampleSpec
+from gridsample_lower.tolerances import tolerance
+
+NP_TO_ONNX = {
+    np.dtype(np.float16): TensorProto.FLOAT16,
+    np.dtype(ml_dtypes.bfloat16): TensorProto.BFLOAT16,
+    np.dtype(np.float32): TensorProto.FLOAT,
+    np.dtype(np.float64): TensorProto.DOUBLE,
+    np.dtype(np.int8): TensorProto.INT8,
+    np.dtype(np.int16): TensorProto.INT16,
+    np.dtype(np.int32): TensorProto.INT32,
+    np.dtype(np.int64): TensorProto.INT64,
+    np.dtype(np.uint8): TensorProto.UINT8,
+    np.dtype(np.uint16): TensorProto.UINT16,
+    np.dtype(np.uint32): TensorProto.UINT32,
+    np.dtype(np.uint64): TensorProto.UINT64,
+    np.dtype(np.bool_): TensorProto.BOOL,
+}
+OPSET16_SPELLING = {"linear": "bilinear", "cubic": "bicubic", "nearest": "nearest"}
+
+
+def gridsample_model(
+    x_shape,
+    grid_shape,
+    mode="linear",
+    padding_mode="zeros",
+    align_corners=0,
+    *,
+    x_dtype=np.float32,
+    grid_dtype=np.float32,
+    opset=20,
+    ir_version=9,
+    name="gs",
+) -> onnx.ModelProto:
+    """A one-node GridSample model; dims given as strings are symbolic."""
+    x_type, g_type = NP_TO_ONNX[np.dtype(x_dtype)], NP_TO_ONNX[np.dtype(grid_dtype)]
+    spelled = OPSET16_SPELLING[mode] if opset < 20 else mode
+    y_shape = [x_shape[0], x_shape[1], *grid_shape[1:-1]]
+    node = helper.make_node(
+        "GridSample", ["X", "grid"], ["Y"], name=name,
+        mode=spelled, padding_mode=padding_mode, align_corners=align_corners,
+    )
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info("X", x_type, x_shape),
+         helper.make_tensor_value_info("grid", g_type, grid_shape)],
+        [helper.make_tensor_value_info("Y", x_type, y_shape)],
+    )
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=ir_version
+    )
+
+
+def make_grid(rng, shape, *, far=False, dtype=np.float32):
+    """Random grid in [-1.2, 1.2] with lattice points k/8 mixed in; ``far`` adds |g| up to 1e4."""
+    grid = rng.uniform(-1.2, 1.2, size=shape)
+    mask = rng.random(shape) < 0.3
+    grid = np.where(mask, rng.integers(-8, 9, size=shape) / 8.0, grid)
+    if far:
+        far_values = rng.choice([-1e4, -517.25, -3.5, 2.75, 60.125, 9999.0], size=shape)
+        grid = np.where(rng.random(shape) < 0.3, far_values, grid)
+    return grid.astype(dtype)
+
+
+def run_ort(model: onnx.ModelProto, feeds: dict) -> np.ndarray:
+    return onnxruntime_runner(model)(feeds)[0]
+
+
+def run_onnx_reference(model: onnx.ModelProto, feeds: dict) -> np.ndarray:
+    return ReferenceEvaluator(model).run(None, feeds)[0]
+
+
+def oracle(spec: GridSampleSpec, x: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """The best independent reference for ``spec`` on these inputs (float32 or float64 x)."""
+    model = gridsample_model(
+        list(x.shape), list(grid.shape), spec.mode, spec.padding_mode, spec.align_corners,
+        x_dtype=x.dtype, grid_dtype=grid.dtype,
+    )
+    feeds = {"X": x, "grid": grid}
+    native = spec.rank == 2 or (spec.rank == 3 and spec.mode != "cubic")
+    if native and x.dtype == grid.dtype and x.dtype in (np.float32, np.float64):
+        return run_ort(model, feeds)
+    reference_is_wrong = (spec.mode == "cubic" and spec.padding_mode == "border") or (
+        spec.padding_mode == "reflection" and 1 in x.shape[2:]
+    )
+    # The ONNX reference computes coordinates in float32 and integer weights for integer X.
+    if reference_is_wrong or x.dtype != np.float32 or grid.dtype != np.float32:
+        return reference.grid_sample(x, grid, spec.mode, spec.padding_mode, spec.align_corners)
+    return run_onnx_reference(model, feeds)
+
+
+def assert_close(actual, expected, mode, dtype=None):
+    """Compare with the project's tolerance table (nearest: exact; NaN equals NaN)."""
+    dtype = np.dtype(dtype or actual.dtype)
+    atol, rtol = tolerance(dtype, mode)
+    assert actual.shape == expected.shape, (actual.shape, expected.shape)
+    a, e = actual.astype(np.float64), expected.astype(np.float64)
+    if atol == rtol == 0:
+        same = (a == e) | (np.isnan(a) & np.isnan(e))
+        assert same.all(), f"{(~same).sum()} of {a.size} differ; first {a[~same][:5]} vs {e[~same][:5]}"
+        return
+    np.testing.assert_allclose(a, e, atol=atol, rtol=rtol, equal_nan=True)
+
+
+def spatial_shapes(rank: int, *, small: bool):
+    """(input spatial, output spatial) sizes: tiny for the slow reference, H != W always."""
+    sizes_in = [3, 4, 5, 6][:rank] if small else [5, 6, 7][:rank]
+    sizes_out = [2, 3, 4][:rank] if small else [4, 5, 3][:rank]
+    return sizes_in, sizes_out
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
+
+
+def numel(shape) -> int:
+    return math.prod(shape)

@@ -1,0 +1,31 @@
+"""The ONNX backend conformance cases for GridSample, lowered and run in onnxruntime.
+
+The expected outputs are the ONNX project's own, published with the operator.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from conftest import run_ort
+from onnx.backend.test.case.node import collect_testcases
+
+from gridsample_lower import lower
+
+CASES = collect_testcases("GridSample")
+
+
+def test_cases_were_collected():
+    assert len(CASES) >= 15
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_conformance_case(case):
+    lowered = lower(case.model)
+    onnx.checker.check_model(lowered, full_check=True)
+    assert "GridSample" not in {n.op_type for n in lowered.graph.node}
+    for inputs, outputs in case.data_sets:
+        feeds = {info.name: value for info, value in zip(case.model.graph.input, inputs)}
+        (actual,) = [run_ort(lowered, feeds)]
+        np.testing.assert_allclose(actual, outputs[0], rtol=1e-4, atol=1e-4)

@@ -1,0 +1,82 @@
+"""Every X dtype and grid dtype: output type is X's, values match a float64 onnxruntime run."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+from conftest import assert_close, gridsample_model, make_grid, run_ort
+
+from gridsample_lower import lower
+from gridsample_lower.spec import MODES
+
+INTEGERS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+HALVES = [np.float16, ml_dtypes.bfloat16]
+
+
+def _expected(x, grid, mode, padding, dtype):
+    """onnxruntime in float64, then X's type: integers truncate toward zero and saturate."""
+    model = gridsample_model(list(x.shape), list(grid.shape), mode, padding, 0,
+                             x_dtype=np.float64, grid_dtype=np.float64)
+    y = run_ort(model, {"X": x.astype(np.float64), "grid": grid.astype(np.float64)})
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        return np.clip(np.trunc(y), float(info.min), np.nextafter(float(info.max), 0)).astype(dtype)
+    return y.astype(dtype)
+
+
+def _lower_and_run(x, grid, mode, padding):
+    model = gridsample_model(list(x.shape), list(grid.shape), mode, padding, 0,
+                             x_dtype=x.dtype, grid_dtype=grid.dtype)
+    y = run_ort(lower(model), {"X": x, "grid": grid})
+    assert y.dtype == x.dtype
+    return y
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", INTEGERS, ids=lambda d: np.dtype(d).name)
+def test_integer_x(dtype, mode, rng):
+    info = np.iinfo(dtype)
+    low, high = max(info.min, -1000), min(info.max, 1000)
+    x = rng.integers(low, high, size=(2, 2, 5, 6)).astype(dtype)
+    grid = make_grid(rng, (2, 4, 3, 2))
+    padding = "border" if mode == "cubic" else "zeros"
+    assert_close(_lower_and_run(x, grid, mode, padding), _expected(x, grid, mode, padding, dtype),
+                 mode)
+
+
+def test_nearest_moves_int64_values_exactly(rng):
+    """2**40 + 7 would not survive a float32 round trip; nearest never computes on values."""
+    x = (2**40 + 7 + rng.integers(0, 1000, size=(1, 1, 3, 4))).astype(np.int64)
+    x[0, 0, 0, 0] = np.iinfo(np.int64).max
+    grid = make_grid(rng, (1, 5, 5, 2))
+    y = _lower_and_run(x, grid, "nearest", "border")
+    native = gridsample_model(list(x.shape), list(grid.shape), "nearest", "border", 0)
+    picks = run_ort(native, {"X": np.arange(12, dtype=np.float32).reshape(1, 1, 3, 4), "grid": grid})
+    np.testing.assert_array_equal(y, x.reshape(-1)[picks.astype(np.int64)])
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", HALVES, ids=["float16", "bfloat16"])
+def test_half_x_and_grid(dtype, mode, rng):
+    x = rng.standard_normal((2, 3, 5, 4)).astype(dtype)
+    grid = make_grid(rng, (2, 3, 4, 2), dtype=dtype)
+    assert_close(_lower_and_run(x, grid, mode, "reflection"),
+                 _expected(x, grid, mode, "reflection", dtype), mode)
+
+
+@pytest.mark.parametrize("x_dtype", [np.float16, np.float32, np.int16])
+@pytest.mark.parametrize("grid_dtype", [np.float16, np.float64])
+def test_mixed_x_and_grid_types(x_dtype, grid_dtype, rng):
+    x = (rng.standard_normal((1, 2, 4, 5)) * 50).astype(x_dtype)
+    grid = make_grid(rng, (1, 3, 3, 2), dtype=grid_dtype)
+    assert_close(_lower_and_run(x, grid, "linear", "zeros"),
+                 _expected(x, grid, "linear", "zeros", x_dtype), "linear", x_dtype)
+
+
+def test_bool_x_nearest(rng):
+    x = rng.random((2, 1, 4, 5)) < 0.5
+    grid = make_grid(rng, (2, 3, 3, 2))
+    y = _lower_and_run(x, grid, "nearest", "zeros")
+    expected = _expected(x.astype(np.float64), grid, "nearest", "zeros", np.float64)
+    np.testing.assert_array_equal(y, expected.astype(bool))

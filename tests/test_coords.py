@@ -1,0 +1,104 @@
+"""Where lowerings break: half-way ties, exact borders, size-1 axes, far-out grids, NaN."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from conftest import assert_close, gridsample_model, make_grid, oracle, run_ort
+
+from gridsample_lower import lower
+from gridsample_lower.reference import grid_sample
+from gridsample_lower.spec import ALIGN_CORNERS, MODES, PADDING_MODES, GridSampleSpec
+
+PADDINGS = list(PADDING_MODES)
+
+
+def _lowered_and_native(x, grid, mode, padding, align):
+    model = gridsample_model(list(x.shape), list(grid.shape), mode, padding, align)
+    feeds = {"X": x, "grid": grid}
+    return run_ort(lower(model), feeds), run_ort(model, feeds)
+
+
+def _tie_grid(size: int, align: int) -> np.ndarray:
+    """Normalized coordinates whose unnormalized value is exactly k + 0.5, k in [-6, size + 5]."""
+    k = np.arange(-6, size + 6, dtype=np.float64)
+    if align:  # x = (g + 1) / 2 * (size - 1)
+        g = (k + 0.5) * 2 / (size - 1) - 1
+    else:  # x = ((g + 1) * size - 1) / 2
+        g = (2 * k + 2) / size - 1
+    return g
+
+
+@pytest.mark.parametrize("padding", PADDINGS)
+@pytest.mark.parametrize("align", ALIGN_CORNERS)
+def test_nearest_half_way_ties_round_to_even_bit_exact(padding, align, rng):
+    """Ties inside and beyond every border agree bit for bit with onnxruntime (and are even)."""
+    size = 8 if not align else 5  # sizes where every tie is exact in float32
+    ties = _tie_grid(size, align)
+    gx, gy = np.meshgrid(ties, ties[::3], indexing="xy")
+    grid = np.stack([gx, gy], axis=-1)[None].astype(np.float32)
+    x = rng.standard_normal((1, 2, size, size)).astype(np.float32)
+    lowered, native = _lowered_and_native(x, grid, "nearest", padding, align)
+    assert_close(lowered, native, "nearest")
+    # and the rule is half-to-even: sample a ramp along width at the in-range ties
+    ramp = np.tile(np.arange(size, dtype=np.float32), (1, 1, size, 1))
+    inside = grid[:, :1, 6 : 6 + size - 1]
+    picked, _ = _lowered_and_native(ramp, inside, "nearest", padding, align)
+    assert (picked[0, 0, 0] % 2 == 0).all()
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("padding", PADDINGS)
+@pytest.mark.parametrize("align", ALIGN_CORNERS)
+def test_exact_borders(mode, padding, align, rng):
+    """g = -1, 1 and the coordinates of the first/last pixel centres and edges."""
+    h, w = 4, 6
+    values = [-1.0, 1.0, 0.0, -1 + 1 / w, 1 - 1 / w, -1 - 1 / w, 1 + 1 / w, -1 + 1 / h, 1 - 1 / h]
+    pairs = np.array(list(itertools.product(values, values)), dtype=np.float32)
+    grid = pairs.reshape(1, 9, 9, 2)
+    x = rng.standard_normal((1, 3, h, w)).astype(np.float32)
+    lowered, native = _lowered_and_native(x, grid, mode, padding, align)
+    assert_close(lowered, native, mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("padding", PADDINGS)
+@pytest.mark.parametrize("align", ALIGN_CORNERS)
+def test_size_one_axes(mode, padding, align, rng):
+    """A spatial axis of size 1, in each position; reflection there samples index 0."""
+    for shape in [(2, 2, 1, 5), (2, 2, 4, 1), (2, 2, 1, 1)]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        grid = make_grid(rng, (2, 3, 4, 2), far=True)
+        model = gridsample_model(list(x.shape), list(grid.shape), mode, padding, align)
+        actual = run_ort(lower(model), {"X": x, "grid": grid})
+        if padding == "reflection" and align:  # onnxruntime divides by a zero range here
+            expected = grid_sample(x, grid, mode, padding, align)
+        else:
+            expected = run_ort(model, {"X": x, "grid": grid})
+        assert_close(actual, expected, mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("padding", PADDINGS)
+def test_one_spatial_dim_far_out(mode, padding, rng):
+    """1-D sampling with |g| up to 1e4 against the ONNX reference (or ours where it is wrong)."""
+    spec = GridSampleSpec(1, mode, padding, 1)
+    x = rng.standard_normal((2, 2, 5)).astype(np.float32)
+    grid = make_grid(rng, (2, 12, 1), far=True)
+    model = gridsample_model(list(x.shape), list(grid.shape), mode, padding, 1)
+    assert_close(run_ort(lower(model), {"X": x, "grid": grid}), oracle(spec, x, grid), mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("padding", PADDINGS)
+def test_nan_and_inf_in_grid_do_not_crash(mode, padding, rng):
+    """Every gather index is clamped, so non-finite coordinates never read out of bounds."""
+    x = rng.standard_normal((1, 2, 4, 5)).astype(np.float32)
+    grid = make_grid(rng, (1, 3, 3, 2))
+    grid[0, 0, :, 0] = [np.nan, np.inf, -np.inf]
+    model = gridsample_model(list(x.shape), list(grid.shape), mode, padding, 0)
+    y = run_ort(lower(model), {"X": x, "grid": grid})
+    assert y.shape == (1, 2, 3, 3)
+    assert_close(y[:, :, 1:], run_ort(model, {"X": x, "grid": grid})[:, :, 1:], mode)
