@@ -1,0 +1,251 @@
+"""The pass and lower(): every place a GridSample can live, and everything else left alone."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from conftest import assert_close, gridsample_model, make_grid, run_ort
+from onnxscript import rewriter
+
+from gridsample_lower import (
+    LowerGridSamplePass,
+    UnsupportedGridSample,
+    gridsample_rule,
+    lower,
+    lower_with_report,
+)
+from gridsample_lower.registry import supported_specs
+
+# Ops a lowered graph may contain: plain standard-domain ops every runtime has.
+INVENTORY = {
+    "Abs", "Add", "Cast", "Clip", "Concat", "Constant", "ConstantOfShape", "Equal", "Flatten",
+    "Floor", "Gather", "Max", "Min", "Mod", "Mul", "Range", "ReduceProd", "ReduceSum", "Round",
+    "Shape", "Sub", "Transpose", "Unsqueeze", "And", "Where",
+}
+
+
+def _all_nodes(model: onnx.ModelProto):
+    return list(ir.traversal.RecursiveGraphIterator(ir.serde.deserialize_model(model).graph))
+
+
+def _feeds(rng, x_shape, grid_shape):
+    return {
+        "X": rng.standard_normal(x_shape).astype(np.float32),
+        "grid": make_grid(rng, grid_shape),
+    }
+
+
+@pytest.mark.parametrize("spec", supported_specs(), ids=lambda s: s.label.replace(" ", "-"))
+@pytest.mark.parametrize("symbolic", [False, True], ids=["static", "symbolic"])
+def test_op_inventory_and_checker(spec, symbolic):
+    """Only inventory ops, no control flow, no custom domain; passes the full checker."""
+    r = spec.rank
+    x_shape = ["N", "C", *[f"d{i}" for i in range(r)]] if symbolic else [2, 3, *range(4, 4 + r)]
+    grid_shape = ["N", *[f"o{i}" for i in range(r)], r] if symbolic else [2, *range(2, 2 + r), r]
+    model = gridsample_model(x_shape, grid_shape, spec.mode, spec.padding_mode, spec.align_corners)
+    lowered = lower(model)
+    onnx.checker.check_model(lowered, full_check=True)
+    nodes = _all_nodes(lowered)
+    assert {n.op_type for n in nodes} <= INVENTORY
+    assert {n.domain for n in nodes} <= {""}
+    assert all(n.name.startswith("gs/") for n in nodes)
+
+
+@pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
+def test_symbolic_dims_run_at_new_sizes(mode, rng):
+    model = gridsample_model(["N", "C", "H", "W"], ["N", "h", "w", 2], mode, "reflection", 0)
+    lowered = lower(model)
+    for x_shape, grid_shape in [((1, 1, 3, 7), (1, 2, 5, 2)), ((3, 4, 9, 2), (3, 6, 1, 2))]:
+        feeds = _feeds(rng, x_shape, grid_shape)
+        assert_close(run_ort(lowered, feeds), run_ort(model, feeds), mode)
+
+
+@pytest.mark.parametrize("shape", [(0, 2, 4, 5), (2, 0, 4, 5), (2, 2, 4, 5)], ids=["N0", "C0", "P0"])
+@pytest.mark.parametrize("mode", ["linear", "nearest"])
+def test_empty_tensors(shape, mode, rng):
+    grid_shape = (shape[0], 0 if shape[1] == 2 and shape[0] else 3, 4, 2)
+    for static in (True, False):
+        dims = list(shape) if static else ["N", "C", "H", "W"]
+        gdims = list(grid_shape) if static else ["N", "h", "w", 2]
+        model = gridsample_model(dims, gdims, mode, "zeros", 0)
+        feeds = _feeds(rng, shape, grid_shape)
+        y = run_ort(lower(model), feeds)
+        assert y.shape == (shape[0], shape[1], *grid_shape[1:3])
+
+
+def test_twenty_nodes_in_a_chain(rng):
+    nodes = []
+    prev = "X"
+    for k in range(20):
+        mode = ["bilinear", "nearest", "bicubic"][k % 3]
+        padding = ["zeros", "border", "reflection"][k % 3]
+        nodes.append(onnx.helper.make_node(
+            "GridSample", [prev, "grid"], [f"y{k}"], name=f"gs{k}",
+            mode=mode, padding_mode=padding, align_corners=k % 2))
+        prev = f"y{k}"
+    graph = onnx.helper.make_graph(
+        nodes, "chain",
+        [onnx.helper.make_tensor_value_info("X", 1, [1, 2, 6, 6]),
+         onnx.helper.make_tensor_value_info("grid", 1, [1, 6, 6, 2])],
+        [onnx.helper.make_tensor_value_info(prev, 1, [1, 2, 6, 6])],
+    )
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 16)],
+                                   ir_version=8)
+    lowered, report = lower_with_report(model)
+    assert sum(report.values()) == 20
+    assert {n.name.split("/")[0] for n in lowered.graph.node} == {f"gs{k}" for k in range(20)}
+    feeds = _feeds(rng, (1, 2, 6, 6), (1, 6, 6, 2))
+    assert_close(run_ort(lowered, feeds), run_ort(model, feeds), "cubic")
+
+
+IF_LOOP = """
+<ir_version: 9, opset_import: ["" : 20]>
+g (float[2,3,5,6] X, float[2,4,7,2] grid, bool c, int64 trips) => (float[2,3,4,7] Y, float[2,3,4,7] L) {
+  Y = If (c) <
+    then_branch = t () => (float[2,3,4,7] a) { a = GridSample <mode="cubic"> (X, grid) },
+    else_branch = e () => (float[2,3,4,7] b) {
+      b = If (c) <
+        then_branch = t2 () => (float[2,3,4,7] a2) { a2 = GridSample (X, grid) },
+        else_branch = e2 () => (float[2,3,4,7] b2) {
+          b2 = GridSample <mode="nearest", padding_mode="reflection", align_corners=1> (X, grid)
+        }>
+    }>
+  init = GridSample <padding_mode="border"> (X, grid)
+  keep_going = Constant <value = bool {1}> ()
+  L = Loop (trips, keep_going, init) <body = body (int64 i, bool cond, float[2,3,4,7] acc)
+        => (bool cond_out, float[2,3,4,7] acc_out) {
+    cond_out = Identity (cond)
+    s = GridSample <mode="linear", padding_mode="zeros"> (X, grid)
+    acc_out = Add (acc, s)
+  }>
+}
+"""
+
+
+def test_if_branches_at_any_depth_and_loop_body(rng):
+    model = onnx.parser.parse_model(IF_LOOP)
+    onnx.checker.check_model(model, full_check=True)
+    lowered, report = lower_with_report(model)
+    assert sum(report.values()) == 5
+    onnx.checker.check_model(lowered, full_check=True)
+    assert not [n for n in _all_nodes(lowered) if n.op_type == "GridSample"]
+    for c in (True, False):
+        feeds = {**_feeds(rng, (2, 3, 5, 6), (2, 4, 7, 2)), "c": np.array(c), "trips": np.array(3)}
+        for got, want in zip(onnx_outputs(lowered, feeds), onnx_outputs(model, feeds)):
+            assert_close(got, want, "cubic")
+
+
+def onnx_outputs(model, feeds):
+    from gridsample_lower.runtime import onnxruntime_runner
+
+    return onnxruntime_runner(model)(feeds)
+
+
+FUNCTION = """
+<ir_version: 8, opset_import: ["" : 16, "local" : 1]>
+g (float[2,3,5,6] X, float[2,4,7,2] grid) => (float[2,3,4,7] A, float[2,3,4,7] B, float[2,3,4,7] K) {
+  A = local.Warp (X, grid)
+  B = local.Warp <mode="nearest", align_corners=0> (X, grid)
+  K = Relu (A)
+}
+<domain: "local", opset_import: ["" : 16]>
+Warp <mode: string = "bicubic", align_corners: int = 1> (x, gr) => (y) {
+  y = GridSample <mode: string = @mode, align_corners: int = @align_corners, padding_mode="border"> (x, gr)
+}
+"""
+
+
+def test_function_with_default_and_call_site_attributes(rng):
+    model = onnx.parser.parse_model(FUNCTION)
+    lowered, report = lower_with_report(model)
+    assert report == {"r2 cubic border align_corners=1": 1, "r2 nearest border align_corners=0": 1}
+    assert not lowered.functions  # inlined: the only function held a GridSample
+    onnx.checker.check_model(lowered, full_check=True)
+    feeds = _feeds(rng, (2, 3, 5, 6), (2, 4, 7, 2))
+    for got, want in zip(onnx_outputs(lowered, feeds), onnx_outputs(model, feeds)):
+        assert_close(got, want, "cubic")
+
+
+@pytest.mark.parametrize("opset", [16, 17, 19, 20, 22])
+@pytest.mark.parametrize("ir_version", [8, 9, 10])
+def test_opsets_and_ir_versions_are_kept(opset, ir_version, rng):
+    model = gridsample_model([1, 2, 4, 5], [1, 3, 3, 2], "cubic", "zeros", 0,
+                             opset=opset, ir_version=ir_version)
+    model.metadata_props.add(key="author", value="me")
+    model.doc_string = "doc"
+    lowered = lower(model)
+    assert lowered.ir_version == ir_version
+    assert [(o.domain, o.version) for o in lowered.opset_import] == [("", opset)]
+    assert lowered.metadata_props[0].value == "me" and lowered.doc_string == "doc"
+    assert [i.name for i in lowered.graph.input] == ["X", "grid"]
+    assert lowered.graph.input[0].type == model.graph.input[0].type
+    assert lowered.graph.output[0].type == model.graph.output[0].type
+    feeds = _feeds(rng, (1, 2, 4, 5), (1, 3, 3, 2))
+    assert_close(run_ort(lowered, feeds), run_ort(model, feeds), "cubic")
+
+
+def test_other_nodes_and_initializers_untouched():
+    text = """
+    <ir_version: 9, opset_import: ["" : 20]>
+    g (float[1,2,4,5] X, float[1,3,3,2] G) => (float[1,2,3,3] Y) <float[1] bias = {0.5}> {
+      R = Relu (X)
+      S = GridSample (R, G)
+      Y = Add (S, bias)
+    }
+    """
+    model = onnx.parser.parse_model(text)
+    lowered = lower(model)
+    assert [i.name for i in lowered.graph.initializer] == ["bias"]
+    others = [n for n in lowered.graph.node if not n.name.startswith("GridSample")]
+    assert [(n.op_type, n.name, list(n.input), list(n.output)) for n in others] == [
+        ("Relu", "", ["X"], ["R"]), ("Add", "", ["S", "bias"], ["Y"])]
+
+
+def test_pass_reports_modified_honestly():
+    model = ir.serde.deserialize_model(gridsample_model([1, 1, 3, 3], [1, 2, 2, 2]))
+    assert LowerGridSamplePass()(model).modified is True
+    assert LowerGridSamplePass()(model).modified is False
+
+
+def test_pass_composes_with_a_pass_manager(rng):
+    from onnx_ir.passes.common import RemoveUnusedNodesPass
+
+    proto = gridsample_model([1, 2, 4, 5], [1, 3, 3, 2], "linear", "border", 1)
+    model = ir.serde.deserialize_model(proto)
+    manager = ir.passes.PassManager([LowerGridSamplePass(), RemoveUnusedNodesPass()])
+    result = manager(model)
+    assert result.modified
+    feeds = _feeds(rng, (1, 2, 4, 5), (1, 3, 3, 2))
+    assert_close(run_ort(ir.serde.serialize_model(result.model), feeds), run_ort(proto, feeds),
+                 "linear")
+
+
+def test_rule_works_with_onnxscript_rewrite(rng):
+    proto = gridsample_model([1, 2, 4, 5], [1, 3, 3, 2], "nearest", "reflection", 0)
+    lowered = rewriter.rewrite(proto, pattern_rewrite_rules=[gridsample_rule()])
+    assert "GridSample" not in {n.op_type for n in lowered.graph.node}
+    feeds = _feeds(rng, (1, 2, 4, 5), (1, 3, 3, 2))
+    assert_close(run_ort(lowered, feeds), run_ort(proto, feeds), "nearest")
+
+
+def test_ir_model_in_ir_model_out_and_input_untouched():
+    proto = gridsample_model([1, 1, 3, 3], [1, 2, 2, 2])
+    model = ir.serde.deserialize_model(proto)
+    out = lower(model)
+    assert isinstance(out, ir.Model) and out is not model
+    assert [n.op_type for n in model.graph] == ["GridSample"]
+    before = proto.SerializeToString()
+    assert isinstance(lower(proto), onnx.ModelProto)
+    assert proto.SerializeToString() == before
+
+
+def test_unlowerable_node_is_named_with_the_reason():
+    model = gridsample_model([1, 1, 3, 3], [1, 2, 2, 2], name="bad")
+    (mode,) = [a for a in model.graph.node[0].attribute if a.name == "mode"]
+    mode.s = b"quintic"
+    with pytest.raises(UnsupportedGridSample, match="'bad'.*unknown mode 'quintic'"):
+        lower(model)
+    lowered = lower(model, strict=False)
+    assert [n.op_type for n in lowered.graph.node] == ["GridSample"]
