@@ -1,0 +1,76 @@
+"""Measure how far lowered GridSample outputs fall from a float64 oracle, per dtype and mode.
+
+The figures justify ``gridsample_lower/tolerances.py``: for each (dtype, mode) the largest
+``|lowered - oracle| / (1 + |oracle|)`` over random 1-D/2-D/3-D cases with every padding and
+align_corners, grids with lattice points, ties and far-out values. The oracle is
+``gridsample_lower.reference`` (float64), rounded to the output dtype the way the spec asks.
+Run: ``python bench/measure_tolerances.py [--cases N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+
+import ml_dtypes
+import numpy as np
+import onnx
+from onnx import helper
+
+from gridsample_lower import lower
+from gridsample_lower.reference import grid_sample
+from gridsample_lower.runtime import onnxruntime_runner
+from gridsample_lower.tolerances import tolerance
+
+DTYPES = [np.float64, np.float32, np.float16, ml_dtypes.bfloat16, np.int16, np.int32]
+ONNX_TYPE = {np.dtype(d): onnx.helper.np_dtype_to_tensor_dtype(np.dtype(d)) for d in DTYPES}
+
+
+def _model(x_shape, grid_shape, dtype, mode, padding, align):
+    t = ONNX_TYPE[np.dtype(dtype)]
+    g = t if np.issubdtype(np.dtype(dtype), np.floating) or dtype == ml_dtypes.bfloat16 else 1
+    node = helper.make_node("GridSample", ["X", "grid"], ["Y"], name="gs", mode=mode,
+                            padding_mode=padding, align_corners=align)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", t, x_shape),
+                                            helper.make_tensor_value_info("grid", g, grid_shape)],
+                              [helper.make_tensor_value_info("Y", t, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)], ir_version=10)
+
+
+def measure(cases: int, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    worst = {}
+    for dtype, mode in itertools.product(DTYPES, ["linear", "cubic"]):
+        m = 0.0
+        for k in range(cases):
+            rank = 1 + k % 3
+            padding = ["zeros", "border", "reflection"][k % 3]
+            x_shape = [2, 3, *map(int, rng.integers(2, 7, rank))]
+            grid_shape = [2, *map(int, rng.integers(1, 5, rank)), rank]
+            x = rng.standard_normal(x_shape) * (100 if np.dtype(dtype).kind in "iu" else 1)
+            x = x.astype(dtype)
+            grid = rng.uniform(-1.3, 1.3, grid_shape)
+            grid = np.where(rng.random(grid_shape) < 0.3, rng.integers(-9, 10, grid_shape) / 8, grid)
+            grid = grid.astype(dtype if np.dtype(dtype).kind == "f" or dtype == ml_dtypes.bfloat16
+                               else np.float32)
+            model = lower(_model(x_shape, grid_shape, dtype, mode, padding, k % 2))
+            got = onnxruntime_runner(model)({"X": x, "grid": grid})[0].astype(np.float64)
+            want = grid_sample(x, grid.astype(np.float64), mode, padding, k % 2).astype(np.float64)
+            m = max(m, float(np.max(np.abs(got - want) / (1 + np.abs(want)), initial=0.0)))
+        worst[(np.dtype(dtype).name, mode)] = m
+    return worst
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=60)
+    args = parser.parse_args()
+    print("| X dtype | mode | measured max err/(1+|ref|) | table atol, rtol |")
+    print("|---|---|---|---|")
+    for (dtype, mode), m in measure(args.cases).items():
+        atol, rtol = tolerance(np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else dtype, mode)
+        print(f"| {dtype} | {mode} | {m:.3g} | {atol:g}, {rtol:g} |")
+
+
+if __name__ == "__main__":
+    main()

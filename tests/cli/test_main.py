@@ -1,0 +1,111 @@
+"""The real ``gridsample-lower`` command, run as a user runs it; every model it writes is re-run."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from conftest import assert_close, gridsample_model, make_grid, run_ort
+
+ROOT = pathlib.Path(__file__).parents[2]
+EXAMPLE = ROOT / "testdata" / "stn.onnx"
+
+
+def cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    script = pathlib.Path(sys.executable).parent / "gridsample-lower"
+    command = [str(script)] if script.exists() else [shutil.which("gridsample-lower")]
+    return subprocess.run([*command, *map(str, args)], capture_output=True, text=True, cwd=cwd)
+
+
+def test_lower_the_bundled_example(tmp_path, rng):
+    out = tmp_path / "stn_lowered.onnx"
+    before = EXAMPLE.read_bytes()
+    result = cli("lower", EXAMPLE, "-o", out)
+    assert result.returncode == 0, result.stderr
+    assert "1 x r2 linear zeros align_corners=0" in result.stdout
+    assert "1 x r2 cubic border align_corners=1" in result.stdout
+    assert "verified against onnxruntime" in result.stdout
+    assert EXAMPLE.read_bytes() == before
+    lowered, original = onnx.load(out), onnx.load(EXAMPLE)
+    assert "GridSample" not in {n.op_type for n in lowered.graph.node}
+    assert lowered.ir_version == original.ir_version
+    feeds = {"image": rng.standard_normal((2, 3, 32, 32)).astype(np.float32)}
+    assert_close(run_ort(lowered, feeds), run_ort(original, feeds), "cubic")
+    assert [p.name for p in tmp_path.iterdir()] == ["stn_lowered.onnx"]  # no temporary left
+
+
+def test_lower_a_model_onnxruntime_cannot_run(tmp_path, rng):
+    model = gridsample_model(["N", 2, 5, 4, 3], ["N", 2, 2, 3, 3], "cubic", "reflection", 1)
+    src, out = tmp_path / "cubic3d.onnx", tmp_path / "out.onnx"
+    onnx.save(model, src)
+    result = cli("lower", src, "-o", out, "--dim", "N=2", "--samples", "1")
+    assert result.returncode == 0, result.stderr
+    assert "verified against onnx.reference" in result.stdout
+    x = rng.standard_normal((1, 2, 5, 4, 3)).astype(np.float32)
+    grid = make_grid(rng, (1, 2, 2, 3, 3))
+    from gridsample_lower.reference import grid_sample
+
+    assert_close(run_ort(onnx.load(out), {"X": x, "grid": grid}),
+                 grid_sample(x, grid, "cubic", "reflection", 1), "cubic")
+
+
+def test_model_without_gridsample_is_copied_unchanged(tmp_path):
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Relu", ["x"], ["y"])], "g",
+        [onnx.helper.make_tensor_value_info("x", 1, [2])],
+        [onnx.helper.make_tensor_value_info("y", 1, [2])])
+    src, out = tmp_path / "relu.onnx", tmp_path / "out.onnx"
+    onnx.save(onnx.helper.make_model(graph, ir_version=9), src)
+    result = cli("lower", src, "-o", out)
+    assert result.returncode == 0 and "no GridSample" in result.stdout
+    assert out.read_bytes() == src.read_bytes()
+
+
+def test_inspect_lists_every_node(tmp_path):
+    result = cli("inspect", EXAMPLE, "--json")
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(r["name"], r["mode"], r["rank"], r["onnxruntime_native"]) for r in rows] == [
+        ("stn_sample", "linear", 2, True), ("flow_warp", "cubic", 2, True)]
+    assert rows[0]["X"] == "float[batch,3,32,32]"
+    table = cli("inspect", EXAMPLE)
+    assert "stn_sample" in table.stdout and "lowerable" in table.stdout
+
+
+def test_supported_prints_the_registry_matrix():
+    from gridsample_lower.registry import support_matrix
+
+    result = cli("supported")
+    assert result.returncode == 0 and support_matrix() in result.stdout
+
+
+@pytest.mark.parametrize("content,message", [
+    (None, "no such file"),
+    (b"", "not an ONNX model"),
+    (b"this is not protobuf \x00\xff\xfe", "not a readable ONNX model"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, content, message):
+    src, out = tmp_path / "bad.onnx", tmp_path / "out.onnx"
+    if content is not None:
+        src.write_bytes(content)
+    result = cli("lower", src, "-o", out)
+    assert result.returncode == 2
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr and not out.exists()
+
+
+def test_unlowerable_node_is_named(tmp_path):
+    model = gridsample_model([1, 1, 3, 3], [1, 2, 2, 2], name="warp7")
+    (mode,) = [a for a in model.graph.node[0].attribute if a.name == "mode"]
+    mode.s = b"quintic"
+    src, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(model, src)
+    result = cli("lower", src, "-o", out)
+    assert result.returncode == 2 and "'warp7'" in result.stderr and "quintic" in result.stderr
+    assert not out.exists()
