@@ -249,3 +249,23 @@ def test_unlowerable_node_is_named_with_the_reason():
         lower(model)
     lowered = lower(model, strict=False)
     assert [n.op_type for n in lowered.graph.node] == ["GridSample"]
+
+
+SCAN = """
+<ir_version: 9, opset_import: ["" : 20]>
+g (float[1,2,4,5] X, float[3,1,2,2,2] grids) => (float[3,1,2,2,2] out) {
+  out = Scan <num_scan_inputs = 1, body = step (float[1,2,2,2] gr) => (float[1,2,2,2] y) {
+    y = GridSample <mode="cubic", padding_mode="reflection"> (X, gr)
+  }> (grids)
+}
+"""
+
+
+def test_scan_body(rng):
+    model = onnx.parser.parse_model(SCAN)
+    lowered, report = lower_with_report(model)
+    assert report == {"r2 cubic reflection align_corners=0": 1}
+    onnx.checker.check_model(lowered, full_check=True)
+    feeds = {"X": rng.standard_normal((1, 2, 4, 5)).astype(np.float32),
+             "grids": make_grid(rng, (3, 1, 2, 2, 2))}
+    assert_close(run_ort(lowered, feeds), run_ort(model, feeds), "cubic")

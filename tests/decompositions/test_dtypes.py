@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from conftest import assert_close, gridsample_model, make_grid, run_ort
 
-from gridsample_lower import lower
+from gridsample_lower import lower, supported_specs
+from gridsample_lower.reference import grid_sample
 from gridsample_lower.spec import MODES
 
 INTEGERS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
@@ -80,3 +81,28 @@ def test_bool_x_nearest(rng):
     y = _lower_and_run(x, grid, "nearest", "zeros")
     expected = _expected(x.astype(np.float64), grid, "nearest", "zeros", np.float64)
     np.testing.assert_array_equal(y, expected.astype(bool))
+
+
+ALL_DTYPES = [*HALVES, *INTEGERS]
+
+
+@pytest.mark.parametrize("spec", supported_specs(), ids=lambda s: s.label.replace(" ", "-"))
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_every_configuration_every_dtype(spec, dtype, rng):
+    """Every (rank, mode, padding, align_corners) x X dtype, against the float64 reference kernel
+    (onnxruntime cannot take these types; the ONNX reference mishandles integers)."""
+    shape = (2, 2, *[4, 3, 5][: spec.rank])
+    if np.dtype(dtype).kind in "iu":
+        info = np.iinfo(dtype)
+        x = rng.integers(max(info.min, -100), min(info.max, 100), size=shape).astype(dtype)
+    else:
+        x = rng.standard_normal(shape).astype(dtype)
+    grid_dtype = dtype if np.dtype(dtype).kind not in "iu" else np.float32
+    grid = make_grid(rng, (2, *[3, 2, 2][: spec.rank], spec.rank), far=True, dtype=grid_dtype)
+    model = gridsample_model(list(x.shape), list(grid.shape), spec.mode, spec.padding_mode,
+                             spec.align_corners, x_dtype=dtype, grid_dtype=grid_dtype)
+    actual = run_ort(lower(model), {"X": x, "grid": grid})
+    expected = grid_sample(x, grid.astype(np.float64), spec.mode, spec.padding_mode,
+                           spec.align_corners)
+    assert actual.dtype == expected.dtype
+    assert_close(actual, expected, spec.mode)
