@@ -29,11 +29,24 @@ ONNX_TYPE = {np.dtype(d): onnx.helper.np_dtype_to_tensor_dtype(np.dtype(d)) for 
 def _model(x_shape, grid_shape, dtype, mode, padding, align):
     t = ONNX_TYPE[np.dtype(dtype)]
     g = t if np.issubdtype(np.dtype(dtype), np.floating) or dtype == ml_dtypes.bfloat16 else 1
-    node = helper.make_node("GridSample", ["X", "grid"], ["Y"], name="gs", mode=mode,
-                            padding_mode=padding, align_corners=align)
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", t, x_shape),
-                                            helper.make_tensor_value_info("grid", g, grid_shape)],
-                              [helper.make_tensor_value_info("Y", t, None)])
+    node = helper.make_node(
+        "GridSample",
+        ["X", "grid"],
+        ["Y"],
+        name="gs",
+        mode=mode,
+        padding_mode=padding,
+        align_corners=align,
+    )
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [
+            helper.make_tensor_value_info("X", t, x_shape),
+            helper.make_tensor_value_info("grid", g, grid_shape),
+        ],
+        [helper.make_tensor_value_info("Y", t, None)],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)], ir_version=10)
 
 
@@ -50,9 +63,12 @@ def measure(cases: int, seed: int = 0) -> dict:
             x = rng.standard_normal(x_shape) * (100 if np.dtype(dtype).kind in "iu" else 1)
             x = x.astype(dtype)
             grid = rng.uniform(-1.3, 1.3, grid_shape)
-            grid = np.where(rng.random(grid_shape) < 0.3, rng.integers(-9, 10, grid_shape) / 8, grid)
-            grid = grid.astype(dtype if np.dtype(dtype).kind == "f" or dtype == ml_dtypes.bfloat16
-                               else np.float32)
+            grid = np.where(
+                rng.random(grid_shape) < 0.3, rng.integers(-9, 10, grid_shape) / 8, grid
+            )
+            grid = grid.astype(
+                dtype if np.dtype(dtype).kind == "f" or dtype == ml_dtypes.bfloat16 else np.float32
+            )
             model = lower(_model(x_shape, grid_shape, dtype, mode, padding, k % 2))
             got = onnxruntime_runner(model)({"X": x, "grid": grid})[0].astype(np.float64)
             want = grid_sample(x, grid.astype(np.float64), mode, padding, k % 2).astype(np.float64)

@@ -59,7 +59,8 @@ class Site:
             "grid": self.grid_type,
             "onnxruntime_native": bool(spec and spec.onnxruntime_native and self.spelling_ok),
             "lowerable": spec is not None,
-            "problem": self.problem or ("" if self.spelling_ok else "mode spelled for another opset"),
+            "problem": self.problem
+            or ("" if self.spelling_ok else "mode spelled for another opset"),
         }
 
 
@@ -104,14 +105,21 @@ def _collect(graph, location: str, opset: int, sites: list[Site]) -> None:
 @contextlib.contextmanager
 def inferred_types(model: ir.Model) -> Iterator[None]:
     """Lend inferred types and shapes to GridSample inputs that have none, then take them back."""
-    nodes = [node for node in ir.traversal.RecursiveGraphIterator(model.graph) if is_gridsample(node)]
-    untyped = {v for n in nodes for v in n.inputs[:2] if v is not None and (v.type is None or v.shape is None)}
+    nodes = [
+        node for node in ir.traversal.RecursiveGraphIterator(model.graph) if is_gridsample(node)
+    ]
+    untyped = {
+        v
+        for n in nodes
+        for v in n.inputs[:2]
+        if v is not None and (v.type is None or v.shape is None)
+    }
     lent: list[tuple[ir.Value, ir.TypeProtocol | None, ir.Shape | None]] = []
     if untyped:
         inferred = _infer(model)
         twins = [n for n in ir.traversal.RecursiveGraphIterator(inferred.graph) if is_gridsample(n)]
         for node, twin in zip(nodes, twins, strict=True):
-            for value, source in zip(node.inputs[:2], twin.inputs[:2]):
+            for value, source in zip(node.inputs[:2], twin.inputs[:2], strict=True):
                 if value in untyped and source is not None:
                     lent.append((value, value.type, value.shape))
                     value.type = value.type or source.type

@@ -97,8 +97,10 @@ def _apply_rule(model: ir.Model) -> int:
 def _inline_functions_with_gridsample(model: ir.Model) -> bool:
     """Inline calls of functions that contain a GridSample, directly or through other calls."""
     functions = model.functions
-    holds = {fid: any(is_gridsample(n) for n in ir.traversal.RecursiveGraphIterator(f))
-             for fid, f in functions.items()}
+    holds = {
+        fid: any(is_gridsample(n) for n in ir.traversal.RecursiveGraphIterator(f))
+        for fid, f in functions.items()
+    }
     changed = True
     while changed:  # a function calling one that holds a GridSample holds one too
         changed = False

@@ -13,6 +13,7 @@ Non-finite coordinates: NaN or +-inf give NaN for linear/cubic (the tap weights 
 NaN), which becomes 0 for integer outputs. For nearest, NaN maps to index 0
 (border/reflection) or gives 0 (zeros padding); +-inf behaves like a huge finite value.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -23,8 +24,13 @@ from onnx.reference.op_run import OpRun
 
 __all__ = ["GridSampleKernel", "grid_sample"]
 
-_MODES = {"linear": "linear", "bilinear": "linear", "nearest": "nearest",
-          "cubic": "cubic", "bicubic": "cubic"}
+_MODES = {
+    "linear": "linear",
+    "bilinear": "linear",
+    "nearest": "nearest",
+    "cubic": "cubic",
+    "bicubic": "cubic",
+}
 _A = -0.75  # Keys cubic coefficient used by onnxruntime
 
 
@@ -36,7 +42,7 @@ def _unnormalize(g, size, align_corners):
 
 def _to_int(v):
     """Integer-valued float64 taps -> int64 (NaN -> 0, huge/inf values clipped)."""
-    return np.clip(np.nan_to_num(v, nan=0.0), -2.0**62, 2.0**62).astype(np.int64)
+    return np.clip(np.nan_to_num(v, nan=0.0), -(2.0**62), 2.0**62).astype(np.int64)
 
 
 def _pad(t, size, padding_mode, align_corners):
@@ -59,10 +65,12 @@ def _pad(t, size, padding_mode, align_corners):
 
 def _cubic_weights(t):
     a, s, u, v = _A, t + 1, 1 - t, 2 - t
-    return [((a * s - 5 * a) * s + 8 * a) * s - 4 * a,
-            ((a + 2) * t - (a + 3)) * t * t + 1,
-            ((a + 2) * u - (a + 3)) * u * u + 1,
-            ((a * v - 5 * a) * v + 8 * a) * v - 4 * a]
+    return [
+        ((a * s - 5 * a) * s + 8 * a) * s - 4 * a,
+        ((a + 2) * t - (a + 3)) * t * t + 1,
+        ((a + 2) * u - (a + 3)) * u * u + 1,
+        ((a * v - 5 * a) * v + 8 * a) * v - 4 * a,
+    ]
 
 
 def _cast(acc, dtype):
@@ -92,7 +100,7 @@ def grid_sample(x, grid, mode="linear", padding_mode="zeros", align_corners=0):
         return np.zeros(out_shape, dtype=x.dtype)
     g = grid.reshape(n, npts, r).astype(np.float64)
     flat = x.reshape(n, c, math.prod(dims))
-    strides = [math.prod(dims[k + 1:]) for k in range(r)]
+    strides = [math.prod(dims[k + 1 :]) for k in range(r)]
 
     # Per spatial axis k (grid component r-1-k): list of (index, valid, weight) taps.
     axes = []
@@ -116,7 +124,7 @@ def grid_sample(x, grid, mode="linear", padding_mode="zeros", align_corners=0):
 
     acc = None
     for combo in itertools.product(*axes):
-        lin = sum(idx * s for (idx, _, _), s in zip(combo, strides))
+        lin = sum(idx * s for (idx, _, _), s in zip(combo, strides, strict=True))
         ok = np.logical_and.reduce([t[1] for t in combo])[:, None, :]
         vals = np.take_along_axis(flat, lin[:, None, :], axis=2)  # (N, C, P)
         if mode == "nearest":
@@ -133,7 +141,9 @@ class GridSampleKernel(OpRun):
     op_domain = ""
 
     def _run(self, X, grid, mode=None, padding_mode=None, align_corners=None):  # noqa: N803
-        return (grid_sample(X, grid, mode or "linear", padding_mode or "zeros", align_corners or 0),)
+        return (
+            grid_sample(X, grid, mode or "linear", padding_mode or "zeros", align_corners or 0),
+        )
 
 
 GridSampleKernel.__name__ = "GridSample"

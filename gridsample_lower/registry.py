@@ -13,7 +13,14 @@ import onnx_ir as ir
 
 from gridsample_lower.spec import ALIGN_CORNERS, MODES, PADDING_MODES, GridSampleSpec
 
-__all__ = ["TESTED_RANKS", "Decomposition", "lookup", "register", "support_matrix", "supported_specs"]
+__all__ = [
+    "TESTED_RANKS",
+    "Decomposition",
+    "lookup",
+    "register",
+    "support_matrix",
+    "supported_specs",
+]
 
 # (emitter, X, grid, spec) -> Y
 Decomposition = Callable[..., ir.Value]
@@ -72,6 +79,8 @@ def support_matrix() -> str:
             native = GridSampleSpec(rank, spec.mode, spec.padding_mode, spec.align_corners)
             cells.append("lowered (ort native)" if native.onnxruntime_native else "lowered")
         lines.append(
-            f"| {spec.mode} | {spec.padding_mode} | {spec.align_corners} | " + " | ".join(cells) + " |"
+            f"| {spec.mode} | {spec.padding_mode} | {spec.align_corners} | "
+            + " | ".join(cells)
+            + " |"
         )
     return "\n".join(lines)

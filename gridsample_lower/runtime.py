@@ -35,8 +35,9 @@ def onnxruntime_runner(model: onnx.ModelProto) -> Callable[[dict], list[np.ndarr
             for k, v in feeds.items()
         )
         outputs = session.run(None, feeds)
-        return [o.astype(ml_dtypes.bfloat16) if i in bf16_outputs else o
-                for i, o in enumerate(outputs)]
+        return [
+            o.astype(ml_dtypes.bfloat16) if i in bf16_outputs else o for i, o in enumerate(outputs)
+        ]
 
     return run
 

@@ -39,7 +39,9 @@ def grid_coordinates(em: Emitter, grid: ir.Value, spec: GridSampleSpec) -> list[
     return [em.Gather(planar, em.const(r - 1 - axis, INT64), axis=0) for axis in range(r)]
 
 
-def tap_constants(em: Emitter, axis: int, rank: int, dtype) -> Callable[[Sequence[float]], ir.Value]:
+def tap_constants(
+    em: Emitter, axis: int, rank: int, dtype
+) -> Callable[[Sequence[float]], ir.Value]:
     """Shape per-tap constants of spatial ``axis`` as ``(1, .., T, .., 1, 1, 1..1)``."""
 
     def shaped(values: Sequence[float], as_type: ir.DataType = dtype) -> ir.Value:
@@ -87,8 +89,10 @@ def _per_channel_size(em: Emitter, rank: int) -> ir.Value:
 def _zero_column(em: Emitter, x: ir.Value) -> ir.Value:
     """A ``(C, 1)`` tensor of zeros of X's type (gathered from a one-element constant)."""
     dtype = x.dtype
-    zero = em.const([0], dtype) if dtype != ir.DataType.STRING else em.Constant(
-        value=ir.StringTensor(np.array([b""], dtype=object))
+    zero = (
+        em.const([0], dtype)
+        if dtype != ir.DataType.STRING
+        else em.Constant(value=ir.StringTensor(np.array([b""], dtype=object)))
     )
     channels = em.x_dim(1)
     if channels is not None:

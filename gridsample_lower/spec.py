@@ -161,7 +161,9 @@ def _spatial_rank(name: str, x: ir.Value | None, grid: ir.Value | None) -> int:
     if grid is not None and grid.shape is not None and isinstance(grid.shape[-1], int):
         ranks.add(grid.shape[-1])
     if not ranks:
-        raise UnsupportedGridSample(name, "the rank of X and grid is unknown (no shape information)")
+        raise UnsupportedGridSample(
+            name, "the rank of X and grid is unknown (no shape information)"
+        )
     if len(ranks) > 1:
         raise UnsupportedGridSample(
             name, f"X {_shape_text(x)} and grid {_shape_text(grid)} disagree on the spatial rank"

@@ -46,6 +46,8 @@ class OutputCheck:
 
 @dataclasses.dataclass
 class Verification:
+    """The outcome of comparing a rewritten model with its original on random inputs."""
+
     oracle: str
     outputs: list[OutputCheck]
 
@@ -131,7 +133,7 @@ def _random_array(name: str, elem_type: int, shape: list[int], rng) -> np.ndarra
 
 
 def _runner(model: onnx.ModelProto, sites: list[Site]):
-    """onnxruntime if it runs every GridSample of ``model`` natively, else the reference."""
+    """Onnxruntime if it runs every GridSample of ``model`` natively, else the reference."""
     if all(site.spec and site.spec.onnxruntime_native and site.spelling_ok for site in sites):
         try:
             return onnxruntime_runner(model), "onnxruntime"
@@ -139,8 +141,6 @@ def _runner(model: onnx.ModelProto, sites: list[Site]):
             pass
     evaluator = ReferenceEvaluator(model, new_ops=[GridSampleKernel])
     return (lambda feeds: evaluator.run(None, feeds)), "onnx.reference"
-
-
 
 
 def _compare(name: str, want: np.ndarray, got: np.ndarray, mode: str) -> OutputCheck:

@@ -58,13 +58,21 @@ def gridsample_model(
     spelled = OPSET16_SPELLING[mode] if opset < 20 else mode
     y_shape = [x_shape[0], x_shape[1], *grid_shape[1:-1]]
     node = helper.make_node(
-        "GridSample", ["X", "grid"], ["Y"], name=name,
-        mode=spelled, padding_mode=padding_mode, align_corners=align_corners,
+        "GridSample",
+        ["X", "grid"],
+        ["Y"],
+        name=name,
+        mode=spelled,
+        padding_mode=padding_mode,
+        align_corners=align_corners,
     )
     graph = helper.make_graph(
-        [node], "g",
-        [helper.make_tensor_value_info("X", x_type, x_shape),
-         helper.make_tensor_value_info("grid", g_type, grid_shape)],
+        [node],
+        "g",
+        [
+            helper.make_tensor_value_info("X", x_type, x_shape),
+            helper.make_tensor_value_info("grid", g_type, grid_shape),
+        ],
         [helper.make_tensor_value_info("Y", x_type, y_shape)],
     )
     return helper.make_model(
@@ -94,8 +102,13 @@ def run_onnx_reference(model: onnx.ModelProto, feeds: dict) -> np.ndarray:
 def oracle(spec: GridSampleSpec, x: np.ndarray, grid: np.ndarray) -> np.ndarray:
     """The best independent reference for ``spec`` on these inputs (float32 or float64 x)."""
     model = gridsample_model(
-        list(x.shape), list(grid.shape), spec.mode, spec.padding_mode, spec.align_corners,
-        x_dtype=x.dtype, grid_dtype=grid.dtype,
+        list(x.shape),
+        list(grid.shape),
+        spec.mode,
+        spec.padding_mode,
+        spec.align_corners,
+        x_dtype=x.dtype,
+        grid_dtype=grid.dtype,
     )
     feeds = {"X": x, "grid": grid}
     native = spec.rank == 2 or (spec.rank == 3 and spec.mode != "cubic")
@@ -118,7 +131,9 @@ def assert_close(actual, expected, mode, dtype=None):
     a, e = actual.astype(np.float64), expected.astype(np.float64)
     if atol == rtol == 0:
         same = (a == e) | (np.isnan(a) & np.isnan(e))
-        assert same.all(), f"{(~same).sum()} of {a.size} differ; first {a[~same][:5]} vs {e[~same][:5]}"
+        assert same.all(), (
+            f"{(~same).sum()} of {a.size} differ; first {a[~same][:5]} vs {e[~same][:5]}"
+        )
         return
     np.testing.assert_allclose(a, e, atol=atol, rtol=rtol, equal_nan=True)
 

@@ -53,7 +53,7 @@ def test_nearest_half_way_ties_round_to_even_bit_exact(padding, align, rng):
 @pytest.mark.parametrize("padding", PADDINGS)
 @pytest.mark.parametrize("align", ALIGN_CORNERS)
 def test_exact_borders(mode, padding, align, rng):
-    """g = -1, 1 and the coordinates of the first/last pixel centres and edges."""
+    """G = -1, 1 and the coordinates of the first/last pixel centres and edges."""
     h, w = 4, 6
     values = [-1.0, 1.0, 0.0, -1 + 1 / w, 1 - 1 / w, -1 - 1 / w, 1 + 1 / w, -1 + 1 / h, 1 - 1 / h]
     pairs = np.array(list(itertools.product(values, values)), dtype=np.float32)

@@ -1,5 +1,6 @@
 """gridsample_lower.reference, the oracle for what onnxruntime cannot run, is checked here
-against onnxruntime (4-D/5-D) and the ONNX reference (1-D), where they agree with each other."""
+against onnxruntime (4-D/5-D) and the ONNX reference (1-D), where they agree with each other.
+"""
 
 from __future__ import annotations
 
@@ -20,10 +21,18 @@ def test_matches_onnxruntime_in_float64(mode, padding, align, rng):
             continue
         x = rng.standard_normal(x_shape)
         grid = make_grid(rng, grid_shape, far=True, dtype=np.float64)
-        model = gridsample_model(list(x_shape), list(grid_shape), mode, padding, align,
-                                 x_dtype=np.float64, grid_dtype=np.float64)
-        assert_close(grid_sample(x, grid, mode, padding, align),
-                     run_ort(model, {"X": x, "grid": grid}), mode)
+        model = gridsample_model(
+            list(x_shape),
+            list(grid_shape),
+            mode,
+            padding,
+            align,
+            x_dtype=np.float64,
+            grid_dtype=np.float64,
+        )
+        assert_close(
+            grid_sample(x, grid, mode, padding, align), run_ort(model, {"X": x, "grid": grid}), mode
+        )
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -12,7 +12,9 @@ from gridsample_lower.spec import ALIGN_CORNERS, MODES, PADDING_MODES
 
 def test_every_configuration_is_supported():
     specs = registry.supported_specs()
-    assert len(specs) == len(registry.TESTED_RANKS) * len(MODES) * len(PADDING_MODES) * len(ALIGN_CORNERS)
+    assert len(specs) == len(registry.TESTED_RANKS) * len(MODES) * len(PADDING_MODES) * len(
+        ALIGN_CORNERS
+    )
 
 
 def test_a_mode_cannot_be_registered_twice():

@@ -6,7 +6,12 @@ import onnx_ir as ir
 import pytest
 from conftest import gridsample_model
 
-from gridsample_lower.spec import GridSampleSpec, UnsupportedGridSample, compute_dtype, spelling_matches_opset
+from gridsample_lower.spec import (
+    GridSampleSpec,
+    UnsupportedGridSample,
+    compute_dtype,
+    spelling_matches_opset,
+)
 
 
 def _node(**attrs):
@@ -15,16 +20,28 @@ def _node(**attrs):
     return ir.node("GridSample", [x, g], attributes=attrs)
 
 
-@pytest.mark.parametrize("spelled,mode", [("bilinear", "linear"), ("linear", "linear"),
-                                          ("bicubic", "cubic"), ("cubic", "cubic"),
-                                          ("nearest", "nearest")])
+@pytest.mark.parametrize(
+    "spelled,mode",
+    [
+        ("bilinear", "linear"),
+        ("linear", "linear"),
+        ("bicubic", "cubic"),
+        ("cubic", "cubic"),
+        ("nearest", "nearest"),
+    ],
+)
 def test_both_spellings_are_read(spelled, mode):
     assert GridSampleSpec.from_node(_node(mode=spelled)).mode == mode
 
 
 def test_defaults():
     spec = GridSampleSpec.from_node(_node())
-    assert (spec.rank, spec.mode, spec.padding_mode, spec.align_corners) == (2, "linear", "zeros", 0)
+    assert (spec.rank, spec.mode, spec.padding_mode, spec.align_corners) == (
+        2,
+        "linear",
+        "zeros",
+        0,
+    )
 
 
 def test_spelling_mismatch_is_detectable():
@@ -33,11 +50,14 @@ def test_spelling_mismatch_is_detectable():
     assert spelling_matches_opset(_node(mode="bilinear"), 19)
 
 
-@pytest.mark.parametrize("attrs,reason", [
-    ({"mode": "quintic"}, "unknown mode"),
-    ({"padding_mode": "wrap"}, "unknown padding_mode"),
-    ({"align_corners": 2}, "align_corners must be 0 or 1"),
-])
+@pytest.mark.parametrize(
+    "attrs,reason",
+    [
+        ({"mode": "quintic"}, "unknown mode"),
+        ({"padding_mode": "wrap"}, "unknown padding_mode"),
+        ({"align_corners": 2}, "align_corners must be 0 or 1"),
+    ],
+)
 def test_bad_attributes(attrs, reason):
     with pytest.raises(UnsupportedGridSample, match=reason):
         GridSampleSpec.from_node(_node(**attrs))
@@ -56,10 +76,22 @@ def test_unknown_rank_and_mismatched_rank():
 
 
 def test_compute_dtype():
-    assert compute_dtype(GridSampleSpec(2, "linear", "zeros", 0, ir.DataType.FLOAT16)) == ir.DataType.FLOAT
-    assert compute_dtype(GridSampleSpec(2, "linear", "zeros", 0, ir.DataType.INT32)) == ir.DataType.DOUBLE
-    assert compute_dtype(GridSampleSpec(2, "nearest", "zeros", 0, ir.DataType.INT64)) == ir.DataType.FLOAT
-    assert compute_dtype(GridSampleSpec(2, "nearest", "zeros", 0, grid_dtype=ir.DataType.DOUBLE)) == ir.DataType.DOUBLE
+    assert (
+        compute_dtype(GridSampleSpec(2, "linear", "zeros", 0, ir.DataType.FLOAT16))
+        == ir.DataType.FLOAT
+    )
+    assert (
+        compute_dtype(GridSampleSpec(2, "linear", "zeros", 0, ir.DataType.INT32))
+        == ir.DataType.DOUBLE
+    )
+    assert (
+        compute_dtype(GridSampleSpec(2, "nearest", "zeros", 0, ir.DataType.INT64))
+        == ir.DataType.FLOAT
+    )
+    assert (
+        compute_dtype(GridSampleSpec(2, "nearest", "zeros", 0, grid_dtype=ir.DataType.DOUBLE))
+        == ir.DataType.DOUBLE
+    )
 
 
 def test_onnxruntime_native_matches_what_onnxruntime_runs():
@@ -70,8 +102,10 @@ def test_onnxruntime_native_matches_what_onnxruntime_runs():
         for mode in ("linear", "cubic"):
             spec = GridSampleSpec(rank, mode, "zeros", 0)
             model = gridsample_model([1, 1, *[2] * rank], [1, *[2] * rank, rank], mode)
-            feeds = {"X": np.ones([1, 1, *[2] * rank], np.float32),
-                     "grid": make_grid(np.random.default_rng(0), (1, *[2] * rank, rank))}
+            feeds = {
+                "X": np.ones([1, 1, *[2] * rank], np.float32),
+                "grid": make_grid(np.random.default_rng(0), (1, *[2] * rank, rank)),
+            }
             try:
                 run_ort(model, feeds)
                 runs = True

@@ -51,15 +51,20 @@ def test_lower_a_model_onnxruntime_cannot_run(tmp_path, rng):
     grid = make_grid(rng, (1, 2, 2, 3, 3))
     from gridsample_lower.reference import grid_sample
 
-    assert_close(run_ort(onnx.load(out), {"X": x, "grid": grid}),
-                 grid_sample(x, grid, "cubic", "reflection", 1), "cubic")
+    assert_close(
+        run_ort(onnx.load(out), {"X": x, "grid": grid}),
+        grid_sample(x, grid, "cubic", "reflection", 1),
+        "cubic",
+    )
 
 
 def test_model_without_gridsample_is_copied_unchanged(tmp_path):
     graph = onnx.helper.make_graph(
-        [onnx.helper.make_node("Relu", ["x"], ["y"])], "g",
+        [onnx.helper.make_node("Relu", ["x"], ["y"])],
+        "g",
         [onnx.helper.make_tensor_value_info("x", 1, [2])],
-        [onnx.helper.make_tensor_value_info("y", 1, [2])])
+        [onnx.helper.make_tensor_value_info("y", 1, [2])],
+    )
     src, out = tmp_path / "relu.onnx", tmp_path / "out.onnx"
     onnx.save(onnx.helper.make_model(graph, ir_version=9), src)
     result = cli("lower", src, "-o", out)
@@ -72,7 +77,9 @@ def test_inspect_lists_every_node(tmp_path):
     assert result.returncode == 0, result.stderr
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert [(r["name"], r["mode"], r["rank"], r["onnxruntime_native"]) for r in rows] == [
-        ("stn_sample", "linear", 2, True), ("flow_warp", "cubic", 2, True)]
+        ("stn_sample", "linear", 2, True),
+        ("flow_warp", "cubic", 2, True),
+    ]
     assert rows[0]["X"] == "float[batch,3,32,32]"
     table = cli("inspect", EXAMPLE)
     assert "stn_sample" in table.stdout and "lowerable" in table.stdout
@@ -85,11 +92,14 @@ def test_supported_prints_the_registry_matrix():
     assert result.returncode == 0 and support_matrix() in result.stdout
 
 
-@pytest.mark.parametrize("content,message", [
-    (None, "no such file"),
-    (b"", "not an ONNX model"),
-    (b"this is not protobuf \x00\xff\xfe", "not a readable ONNX model"),
-])
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        (None, "no such file"),
+        (b"", "not an ONNX model"),
+        (b"this is not protobuf \x00\xff\xfe", "not a readable ONNX model"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(tmp_path, content, message):
     src, out = tmp_path / "bad.onnx", tmp_path / "out.onnx"
     if content is not None:

@@ -16,9 +16,10 @@ HALVES = [np.float16, ml_dtypes.bfloat16]
 
 
 def _expected(x, grid, mode, padding, dtype):
-    """onnxruntime in float64, then X's type: integers truncate toward zero and saturate."""
-    model = gridsample_model(list(x.shape), list(grid.shape), mode, padding, 0,
-                             x_dtype=np.float64, grid_dtype=np.float64)
+    """Onnxruntime in float64, then X's type: integers truncate toward zero and saturate."""
+    model = gridsample_model(
+        list(x.shape), list(grid.shape), mode, padding, 0, x_dtype=np.float64, grid_dtype=np.float64
+    )
     y = run_ort(model, {"X": x.astype(np.float64), "grid": grid.astype(np.float64)})
     if np.issubdtype(dtype, np.integer):
         info = np.iinfo(dtype)
@@ -27,8 +28,9 @@ def _expected(x, grid, mode, padding, dtype):
 
 
 def _lower_and_run(x, grid, mode, padding):
-    model = gridsample_model(list(x.shape), list(grid.shape), mode, padding, 0,
-                             x_dtype=x.dtype, grid_dtype=grid.dtype)
+    model = gridsample_model(
+        list(x.shape), list(grid.shape), mode, padding, 0, x_dtype=x.dtype, grid_dtype=grid.dtype
+    )
     y = run_ort(lower(model), {"X": x, "grid": grid})
     assert y.dtype == x.dtype
     return y
@@ -42,8 +44,9 @@ def test_integer_x(dtype, mode, rng):
     x = rng.integers(low, high, size=(2, 2, 5, 6)).astype(dtype)
     grid = make_grid(rng, (2, 4, 3, 2))
     padding = "border" if mode == "cubic" else "zeros"
-    assert_close(_lower_and_run(x, grid, mode, padding), _expected(x, grid, mode, padding, dtype),
-                 mode)
+    assert_close(
+        _lower_and_run(x, grid, mode, padding), _expected(x, grid, mode, padding, dtype), mode
+    )
 
 
 def test_nearest_moves_int64_values_exactly(rng):
@@ -53,7 +56,9 @@ def test_nearest_moves_int64_values_exactly(rng):
     grid = make_grid(rng, (1, 5, 5, 2))
     y = _lower_and_run(x, grid, "nearest", "border")
     native = gridsample_model(list(x.shape), list(grid.shape), "nearest", "border", 0)
-    picks = run_ort(native, {"X": np.arange(12, dtype=np.float32).reshape(1, 1, 3, 4), "grid": grid})
+    picks = run_ort(
+        native, {"X": np.arange(12, dtype=np.float32).reshape(1, 1, 3, 4), "grid": grid}
+    )
     np.testing.assert_array_equal(y, x.reshape(-1)[picks.astype(np.int64)])
 
 
@@ -62,8 +67,11 @@ def test_nearest_moves_int64_values_exactly(rng):
 def test_half_x_and_grid(dtype, mode, rng):
     x = rng.standard_normal((2, 3, 5, 4)).astype(dtype)
     grid = make_grid(rng, (2, 3, 4, 2), dtype=dtype)
-    assert_close(_lower_and_run(x, grid, mode, "reflection"),
-                 _expected(x, grid, mode, "reflection", dtype), mode)
+    assert_close(
+        _lower_and_run(x, grid, mode, "reflection"),
+        _expected(x, grid, mode, "reflection", dtype),
+        mode,
+    )
 
 
 @pytest.mark.parametrize("x_dtype", [np.float16, np.float32, np.int16])
@@ -71,8 +79,12 @@ def test_half_x_and_grid(dtype, mode, rng):
 def test_mixed_x_and_grid_types(x_dtype, grid_dtype, rng):
     x = (rng.standard_normal((1, 2, 4, 5)) * 50).astype(x_dtype)
     grid = make_grid(rng, (1, 3, 3, 2), dtype=grid_dtype)
-    assert_close(_lower_and_run(x, grid, "linear", "zeros"),
-                 _expected(x, grid, "linear", "zeros", x_dtype), "linear", x_dtype)
+    assert_close(
+        _lower_and_run(x, grid, "linear", "zeros"),
+        _expected(x, grid, "linear", "zeros", x_dtype),
+        "linear",
+        x_dtype,
+    )
 
 
 def test_bool_x_nearest(rng):
@@ -90,7 +102,8 @@ ALL_DTYPES = [*HALVES, *INTEGERS]
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=lambda d: np.dtype(d).name)
 def test_every_configuration_every_dtype(spec, dtype, rng):
     """Every (rank, mode, padding, align_corners) x X dtype, against the float64 reference kernel
-    (onnxruntime cannot take these types; the ONNX reference mishandles integers)."""
+    (onnxruntime cannot take these types; the ONNX reference mishandles integers).
+    """
     shape = (2, 2, *[4, 3, 5][: spec.rank])
     if np.dtype(dtype).kind in "iu":
         info = np.iinfo(dtype)
@@ -99,10 +112,18 @@ def test_every_configuration_every_dtype(spec, dtype, rng):
         x = rng.standard_normal(shape).astype(dtype)
     grid_dtype = dtype if np.dtype(dtype).kind not in "iu" else np.float32
     grid = make_grid(rng, (2, *[3, 2, 2][: spec.rank], spec.rank), far=True, dtype=grid_dtype)
-    model = gridsample_model(list(x.shape), list(grid.shape), spec.mode, spec.padding_mode,
-                             spec.align_corners, x_dtype=dtype, grid_dtype=grid_dtype)
+    model = gridsample_model(
+        list(x.shape),
+        list(grid.shape),
+        spec.mode,
+        spec.padding_mode,
+        spec.align_corners,
+        x_dtype=dtype,
+        grid_dtype=grid_dtype,
+    )
     actual = run_ort(lower(model), {"X": x, "grid": grid})
-    expected = grid_sample(x, grid.astype(np.float64), spec.mode, spec.padding_mode,
-                           spec.align_corners)
+    expected = grid_sample(
+        x, grid.astype(np.float64), spec.mode, spec.padding_mode, spec.align_corners
+    )
     assert actual.dtype == expected.dtype
     assert_close(actual, expected, spec.mode)

@@ -19,8 +19,13 @@ def _run_case(spec, rng, dtype, *, batch=2, channels=2, far=False):
     x = rng.standard_normal((batch, channels, *sizes_in)).astype(dtype)
     grid = make_grid(rng, (batch, *sizes_out, spec.rank), far=far, dtype=dtype)
     model = gridsample_model(
-        list(x.shape), list(grid.shape), spec.mode, spec.padding_mode, spec.align_corners,
-        x_dtype=dtype, grid_dtype=dtype,
+        list(x.shape),
+        list(grid.shape),
+        spec.mode,
+        spec.padding_mode,
+        spec.align_corners,
+        x_dtype=dtype,
+        grid_dtype=dtype,
     )
     lowered = lower(model)
     assert all(n.op_type != "GridSample" for n in lowered.graph.node)
@@ -34,7 +39,9 @@ def test_every_configuration(spec, dtype, rng):
     _run_case(spec, rng, dtype)
 
 
-@pytest.mark.parametrize("spec", supported_specs(ranks=(2, 3)), ids=lambda s: s.label.replace(" ", "-"))
+@pytest.mark.parametrize(
+    "spec", supported_specs(ranks=(2, 3)), ids=lambda s: s.label.replace(" ", "-")
+)
 def test_far_out_of_range_grid(spec, rng):
     """|g| up to 1e4 for every padding: many reflections, long clamps, all-zero taps."""
     _run_case(spec, rng, np.float64 if spec.mode == "cubic" else np.float32, far=True)
