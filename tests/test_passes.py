@@ -287,7 +287,7 @@ def test_unlowerable_node_is_named_with_the_reason():
     mode.s = b"quintic"
     with pytest.raises(UnsupportedGridSample, match="'bad'.*unknown mode 'quintic'"):
         lower(model)
-    lowered = lower(model, strict=True)
+    lowered = lower(model, strict=False)
     assert [n.op_type for n in lowered.graph.node] == ["GridSample"]
 
 
