@@ -1,9 +1,9 @@
 """Per-axis coordinate arithmetic shared by every mode: unnormalize, fold, and tap indices.
 
 Mirrors onnxruntime's CPU kernel (``GsDenormalize``, ``PixelAtGrid``): the continuous
-coordinate is only unnormalized, and the padding rule is applied to each integer tap. Here the
-taps stay in float until they are known to be small, exact integers, and only then become int64
-indices, clamped so that no gather index can ever leave its axis (NaN included).
+coordinate is only unnormalized, and the padding rule is applied to each integer tap. Taps stay
+in float, where they are small exact integers (float ops are several times cheaper than int64
+ones in onnxruntime); NaN is replaced at the source, so every tap is clamped into its axis.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ def source_coordinate(em: Emitter, g: ir.Value, axis: int, spec: GridSampleSpec,
     align_corners=1: ``(g + 1) * ((L - 1) / 2)``; align_corners=0: ``(g + 1) * (L / 2) - 0.5``.
     Zeros and border: clip to [-4, L + 3], where every tap is already out of range or clamped the
     same way. Reflection: subtract a whole number of reflection periods (``fmod``, exact), which
-    keeps the fraction and the tap parities. Both make later float-to-int casts safe.
+    keeps the fraction and the tap parities. Either way a NaN (or infinite) coordinate becomes a
+    finite one (-4, or 0 for reflection), so everything after it is finite and exact.
     """
     x_axis = 2 + axis
     one = em.const(1.0, ct)
@@ -38,28 +39,31 @@ def source_coordinate(em: Emitter, g: ir.Value, axis: int, spec: GridSampleSpec,
             em.const(0.5, ct),
         )
     if spec.padding_mode == "reflection":
-        return em.Mod(x, reflection_period(em, x_axis, spec, ct), fmod=1)
+        x = em.Mod(x, reflection_period(em, x_axis, spec, ct), fmod=1)
+        return em.Where(em.Equal(x, x), x, em.const(0.0, ct))  # NaN != NaN
     high = em.x_size(range(x_axis, x_axis + 1), ct, lambda n: n - 1 + _MARGIN)
-    return em.Clip(x, em.const(-_MARGIN, ct), high)
+    low = em.const(-_MARGIN, ct)
+    return em.Where(em.GreaterOrEqual(x, low), em.Min(x, high), low)  # NaN >= low is False
 
 
 def reflection_period(em: Emitter, x_axis: int, spec: GridSampleSpec, ct) -> ir.Value:
-    """2L (align_corners=0) or 2(L-1) (align_corners=1, at least 2 so a size-1 axis folds to 0)."""
+    """2L (align_corners=0) or 2(L-1) (align_corners=1; 1 for a size-1 axis, which folds to 0)."""
     axis = range(x_axis, x_axis + 1)
     if not spec.align_corners:
         return em.x_size(axis, ct, lambda n: 2 * n)
     size = em.x_dim(x_axis)
     if size is not None:
-        return em.const(max(2 * (size - 1), 2), ct)
-    return em.Max(em.x_size(axis, ct, lambda n: 2 * (n - 1)), em.const(2.0, ct))
+        return em.const(max(2 * (size - 1), 1), ct)
+    return em.Max(em.x_size(axis, ct, lambda n: 2 * (n - 1)), em.const(1.0, ct))
 
 
 def tap_indices(
     em: Emitter, taps: ir.Value, axis: int, spec: GridSampleSpec, ct
 ) -> tuple[ir.Value, ir.Value | None]:
-    """Apply the padding rule to float tap positions; return int64 indices and a validity mask.
+    """Apply the padding rule to float tap positions: in-axis positions and a validity mask.
 
-    The mask (zeros padding only) is True where the tap lies inside the axis.
+    The positions are exact integers in [0, L-1], still in float. The mask (zeros padding
+    only) is True where the tap lies inside the axis.
     Reflection of an integer tap t (SEMANTICS.md): align_corners=1 reflects about 0 and L-1:
     ``m = |t| mod 2(L-1)``, ``t' = min(m, 2(L-1) - m)``; align_corners=0 reflects about -0.5 and
     L-0.5: the same on ``|t + 0.5|`` with period 2L, then minus 0.5. Exact, since
@@ -67,12 +71,10 @@ def tap_indices(
     """
     x_axis = 2 + axis
     if spec.padding_mode == "reflection":
-        taps = _reflect(em, taps, x_axis, spec, ct)
-    index = em.Cast(taps, to=ir.DataType.INT64)
-    last = em.x_size(range(x_axis, x_axis + 1), ir.DataType.INT64, lambda n: n - 1)
-    clamped = em.Clip(index, em.const(0, ir.DataType.INT64), last)
-    mask = em.Equal(clamped, index) if spec.padding_mode == "zeros" else None
-    return clamped, mask
+        return _reflect(em, taps, x_axis, spec, ct), None
+    last = em.x_size(range(x_axis, x_axis + 1), ct, lambda n: n - 1)
+    clamped = em.Clip(taps, em.const(0.0, ct), last)
+    return clamped, (em.Equal(clamped, taps) if spec.padding_mode == "zeros" else None)
 
 
 def _reflect(em: Emitter, taps: ir.Value, x_axis: int, spec: GridSampleSpec, ct) -> ir.Value:

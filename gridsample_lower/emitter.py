@@ -23,11 +23,12 @@ __all__ = ["Emitter"]
 class Emitter:
     """Emit named nodes through an onnxscript builder."""
 
-    def __init__(self, op: Any, prefix: str, x: ir.Value) -> None:
+    def __init__(self, op: Any, prefix: str, x: ir.Value, grid: ir.Value) -> None:
         self._op = op
         self._prefix = prefix
         self._count = 0
         self._x = x
+        self._grid = grid
         self._x_shape = self._shape_of(x)
         self._sizes: dict[tuple[int, int, ir.DataType], ir.Value] = {}
 
@@ -40,6 +41,10 @@ class Emitter:
         self._count += 1
         name = f"{self._prefix}/{op_type}_{self._count}"
         return self._op.op(op_type, *args, _name=name, _outputs=[name], **attrs)
+
+    def reshape(self, value: ir.Value, parts: list[int | ir.Value]) -> ir.Value:
+        """Reshape to exactly ``parts`` (``allowzero``: a 0 means an empty axis, not "copy")."""
+        return self.Reshape(value, self.shape(parts), allowzero=1)
 
     def const(self, value: Any, dtype: ir.DataType) -> ir.Value:
         """A Constant node holding ``value`` (a number or nested list) as ``dtype``."""
@@ -65,6 +70,32 @@ class Emitter:
         if offset != 0:
             size = self.Add(size, self.const(offset, dtype))
         return size
+
+    def prod_dims(self, of: str, axes: range) -> int | ir.Value:
+        """prod(shape[axes]) of ``of`` ("x" or "grid"): an int, or a 1-D int64 of one element."""
+        value = self._x if of == "x" else self._grid
+        dims = self._shape_of(value)
+        static = [dims[a] if dims is not None else None for a in axes]
+        if all(d is not None for d in static):
+            return math.prod(static)
+        return self.ReduceProd(self.Shape(value, start=axes.start, end=axes.stop), keepdims=1)
+
+    def shape(self, parts: list[int | ir.Value]) -> ir.Value:
+        """A 1-D int64 shape from ints and 1-D int64 values (one Constant when all are ints)."""
+        if all(isinstance(p, int) for p in parts):
+            return self.const(parts, ir.DataType.INT64)
+        pieces, ints = [], []
+        for part in parts:
+            if isinstance(part, int):
+                ints.append(part)
+                continue
+            if ints:
+                pieces.append(self.const(ints, ir.DataType.INT64))
+                ints = []
+            pieces.append(part)
+        if ints:
+            pieces.append(self.const(ints, ir.DataType.INT64))
+        return self.Concat(*pieces, axis=0)
 
     def _dynamic_size(self, axes: range, dtype: ir.DataType) -> ir.Value:
         key = (axes.start, axes.stop, dtype)

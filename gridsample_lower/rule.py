@@ -9,6 +9,8 @@ rule cannot do alone (functions, shape inference, naming, a report).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import onnx_ir as ir
 from onnxscript import rewriter
 
@@ -22,10 +24,14 @@ RULE_NAME = "LowerGridSample"
 
 
 class GridSampleLowering(rewriter.RewriteRuleClassBase):
-    """GridSample(X, grid) -> primitive ops, for every rank, mode, padding and align_corners."""
+    """GridSample(X, grid) -> primitive ops, for every rank, mode, padding and align_corners.
 
-    def __init__(self) -> None:
+    With ``select``, only nodes whose spec it accepts are lowered; the rule declines the others.
+    """
+
+    def __init__(self, select: Callable[[GridSampleSpec], bool] | None = None) -> None:
         super().__init__(name=RULE_NAME)
+        self.select = select
 
     def pattern(self, op, x, grid):
         return op.GridSample(x, grid, _allow_other_attributes=True, _outputs=["y"])
@@ -33,18 +39,30 @@ class GridSampleLowering(rewriter.RewriteRuleClassBase):
     def check(self, context, x: ir.Value, grid: ir.Value, y: ir.Value, **_) -> rewriter.MatchResult:
         result = rewriter.MatchResult()
         try:
-            GridSampleSpec.from_node(y.producer())
+            spec = GridSampleSpec.from_node(y.producer())
         except UnsupportedGridSample as error:
             return result.fail(error.reason, y.producer())
+        if self.select is not None and not self.select(spec):
+            return result.fail(f"{spec.label} is not selected", y.producer())
         return result
 
     def rewrite(self, op, x: ir.Value, grid: ir.Value, y: ir.Value, **_) -> ir.Value:
         node = y.producer()
         spec = GridSampleSpec.from_node(node)
-        prefix = node.name or f"GridSample({y.name})"
-        return lookup(spec)(Emitter(op, prefix, x), x, grid, spec)
+        em = Emitter(op, prefix=node.name or f"GridSample({y.name})", x=x, grid=grid)
+        if em.x_dim(0) == 0 or em.x_dim(1) == 0:
+            # Y is empty too. (onnxruntime's optimizer mis-handles the general graph here.)
+            points = [em.prod_dims("grid", range(a, a + 1)) for a in range(1, spec.rank + 1)]
+            return em.reshape(x, [em.x_dim(0), em.x_dim(1), *points])
+        return lookup(spec)(em, x, grid, spec)
 
 
-def gridsample_rule() -> rewriter.RewriteRule:
-    """The rule, ready for ``onnxscript.rewriter.rewrite`` or a ``RewriteRuleSet``."""
-    return GridSampleLowering.rule()
+def gridsample_rule(
+    select: Callable[[GridSampleSpec], bool] | None = None,
+) -> rewriter.RewriteRule:
+    """The rule, ready for ``onnxscript.rewriter.rewrite`` or a ``RewriteRuleSet``.
+
+    Args:
+        select: If given, only GridSample nodes whose spec it accepts are lowered.
+    """
+    return GridSampleLowering.rule(select)

@@ -1,14 +1,23 @@
 """Gather the taps of every sampling point and combine them: the part all modes share.
 
-Layout (PERFORMANCE.md): per-point tensors stay planar with the points innermost. Each spatial
-axis i contributes a tensor of shape ``(1, .., T, .., 1, N, O1..Or)`` (its T taps on tap-axis i);
-adding them broadcasts to all ``T**r`` tap combinations at once. X is viewed as ``(C, N*S)``, so a
-single Gather fetches every tap of every point as ``(C, T, .., T, N, O1..Or)``, indexed by a flat
-int64 index ``n*S + sum_i idx_i * stride_i`` that is exact at any size.
+Layout (PERFORMANCE.md): per-axis tensors are shaped ``(N, T_1..T_r, O_1..O_r)``: batch first,
+one tap axis per spatial axis (T long on its own axis, 1 on the others), the output points
+innermost and planar. Adding the per-axis tensors broadcasts to all K = T**r tap combinations.
+The gather is chosen by channel count (``bench/run.py`` measures both):
+
+- few channels (C <= 16, or C symbolic): one GatherElements on X viewed as ``(N*C, S)``, with
+  the ``(N, K*P)`` within-sample indices expanded over C; no transpose of X or Y.
+- many channels: a channels-last copy of X, ``(N*S, C)``, and one Gather per tap, each fetching
+  P contiguous C-vectors, summed with their weights.
+
+Indices are computed in float, where they are exact integers (float32 while the largest index
+is below 2**24, float64 otherwise), and cast once to int32 (int64 when the size is symbolic or
+reaches 2**31) right before the gather.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -18,17 +27,28 @@ from gridsample_lower.coords import source_coordinate, tap_indices
 from gridsample_lower.emitter import Emitter
 from gridsample_lower.spec import GridSampleSpec, compute_dtype
 
-__all__ = ["Kernel", "gather_taps", "grid_coordinates", "interpolate", "to_output_layout"]
+__all__ = ["Kernel", "gather_and_combine", "grid_coordinates", "interpolate"]
 
 INT64 = ir.DataType.INT64
+ROWS_MIN_CHANNELS = 17  # from here on, gathering channels-last rows beats GatherElements
 
-# A separable kernel: given the coordinate x and floor(x) of one axis, and a function that shapes
-# a list of per-tap constants for that axis, return the float tap positions and their weights.
-Kernel = Callable[[Emitter, ir.Value, ir.Value, Callable[[Sequence[float]], ir.Value]], tuple]
+
+
+@dataclasses.dataclass(frozen=True)
+class Kernel:
+    """A separable interpolation kernel: where its taps are, and how much each one weighs.
+
+    ``offsets`` are the taps' positions relative to floor(x). ``weights(em, x, x1, taps,
+    per_tap)`` returns the weights of one axis from the coordinate x, x1 = floor(x), the tap
+    positions, and ``per_tap``, which shapes a list of per-tap constants for that axis.
+    """
+
+    offsets: tuple[float, ...]
+    weights: Callable[..., ir.Value]
 
 
 def grid_coordinates(em: Emitter, grid: ir.Value, spec: GridSampleSpec) -> list[ir.Value]:
-    """One ``(N, O1..Or)`` coordinate tensor per spatial axis of X, in X's axis order, as ``ct``.
+    """One ``(N, 1..1, O1..Or)`` coordinate tensor per spatial axis of X, in X's axis order.
 
     The grid lists coordinates innermost-first (x = width first), so axis i reads component r-1-i.
     """
@@ -36,88 +56,127 @@ def grid_coordinates(em: Emitter, grid: ir.Value, spec: GridSampleSpec) -> list[
     planar = em.Transpose(grid, perm=[r + 1, *range(r + 1)])
     if spec.grid_dtype != ct:
         planar = em.Cast(planar, to=ct)
+    planar = em.Unsqueeze(planar, em.const(list(range(2, r + 2)), INT64))
     return [em.Gather(planar, em.const(r - 1 - axis, INT64), axis=0) for axis in range(r)]
 
 
-def tap_constants(
-    em: Emitter, axis: int, rank: int, dtype
-) -> Callable[[Sequence[float]], ir.Value]:
-    """Shape per-tap constants of spatial ``axis`` as ``(1, .., T, .., 1, 1, 1..1)``."""
+def tap_constants(em: Emitter, axis: int, rank: int, dtype) -> Callable[..., ir.Value]:
+    """Shape per-tap constants of spatial ``axis`` as ``(1, 1.., T, ..1, 1..1)``."""
 
     def shaped(values: Sequence[float], as_type: ir.DataType = dtype) -> ir.Value:
-        shape = [1] * axis + [len(values)] + [1] * (rank - 1 - axis) + [1] * (rank + 1)
+        shape = [1] * (1 + axis) + [len(values)] + [1] * (rank - 1 - axis) + [1] * rank
         return em.const(np.reshape(values, shape), as_type)
 
     return shaped
 
 
-def gather_taps(
-    em: Emitter, x: ir.Value, indices: Sequence[ir.Value], rank: int, inside: ir.Value | None = None
+def gather_and_combine(
+    em: Emitter,
+    x: ir.Value,
+    spec: GridSampleSpec,
+    indices: Sequence[ir.Value],
+    weights: ir.Value | None = None,
+    inside: ir.Value | None = None,
+    taps: int = 1,
 ) -> ir.Value:
-    """Gather X at per-axis int64 ``indices`` (broadcastable); returns ``(C, <index shape>)``.
+    """``(N, C, O1..Or)``: X at the per-axis int64 ``indices``, combined with ``weights``.
 
-    Where ``inside`` is False the result is zero: those points read a zero appended after the
-    last element. Only the index tensor is masked, never the values, so this works for every
-    dtype (onnxruntime's Where lacks int16, uint16, uint64, bool and bfloat16).
+    Without weights (nearest) the single tap is returned in X's type; with them, the weighted sum
+    over the ``taps`` combinations in the compute type. Where ``inside`` is False the result is
+    zero: those points read a zero appended after the data, so only indices are masked, never
+    values (onnxruntime's Where lacks int16, uint16, uint64, bool and bfloat16).
     """
+    r, ct = spec.rank, compute_dtype(spec)
+    channels = em.x_dim(1)
+    many = channels is not None and channels >= ROWS_MIN_CHANNELS
+    # The largest index is the zero slot past the data: S (per sample) or N*S (all rows).
+    largest = em.prod_dims("x", range(0 if many else 2, 2 + r))
+    largest = largest if isinstance(largest, int) and em.x_dim(0) is not None else None
+    exact = ct if largest is not None and largest < 2**24 else ir.DataType.DOUBLE
+    int_type = ir.DataType.INT32 if largest is not None and largest < 2**31 else INT64
     flat = None
     for axis, index in enumerate(indices):
-        if axis < rank - 1:
-            index = em.Mul(index, em.x_size(range(3 + axis, 2 + rank), INT64))
+        index = index if exact == ct else em.Cast(index, to=exact)
+        if axis < r - 1:
+            index = em.Mul(index, em.x_size(range(3 + axis, 2 + r), exact))
         flat = index if flat is None else em.Add(flat, index)
-    if em.x_dim(0) != 1:
-        flat = em.Add(flat, _batch_offsets(em, rank))
-        data = em.Flatten(em.Transpose(x, perm=[1, 0, *range(2, rank + 2)]), axis=1)
-    else:
-        data = em.Flatten(x, axis=2)  # N == 1: (1, C, ..) is already (C, ..)
+    gather = _gather_rows if many else _gather_elements
+    return gather(em, x, spec, flat, weights, inside, taps, (exact, int_type))
+
+
+def _gather_elements(em, x, spec, flat, weights, inside, taps, index_types):
+    r, ct = spec.rank, compute_dtype(spec)
+    exact, int_type = index_types
+    n, c = em.prod_dims("x", range(0, 1)), em.prod_dims("x", range(1, 2))
+    points = [em.prod_dims("grid", range(1 + a, 2 + a)) for a in range(r)]
+    data = em.Flatten(x, axis=2)  # (N*C, S)
+    flat = em.Flatten(flat, axis=1)  # (N, K*P)
     if inside is not None:
-        past_end = _per_channel_size(em, rank)
-        flat = em.Where(inside, flat, past_end)
-        data = em.Concat(data, _zero_column(em, x), axis=1)
-    return em.Gather(data, flat, axis=1)
+        flat = em.Where(em.Flatten(inside, axis=1), flat, em.x_size(range(2, 2 + r), exact))
+        data = em.Concat(data, _zeros(em, x.dtype, [em.prod_dims("x", range(0, 2)), 1]), axis=1)
+    flat = em.Cast(flat, to=int_type)
+    flat = em.Expand(em.Unsqueeze(flat, em.const([1], INT64)), em.shape([n, c, 1]))
+    values = em.GatherElements(data, em.Flatten(flat, axis=2), axis=1)  # (N*C, K*P)
+    if weights is None:
+        return em.reshape(values, [n, c, *points])
+    if spec.x_dtype != ct:
+        values = em.Cast(values, to=ct)
+    total = em.prod_dims("grid", range(1, 1 + r))
+    values = em.reshape(values, [n, c, taps, total])
+    weights = em.reshape(weights, [n, 1, taps, total])
+    y = em.ReduceSum(em.Mul(values, weights), em.const([2], INT64), keepdims=0)
+    return em.reshape(y, [n, c, *points])
 
 
-def _per_channel_size(em: Emitter, rank: int) -> ir.Value:
-    """N * S, the number of elements of one channel across the batch."""
+def _gather_rows(em, x, spec, flat, weights, inside, taps, index_types):
+    r, ct = spec.rank, compute_dtype(spec)
+    exact, int_type = index_types
+    n, c = em.prod_dims("x", range(0, 1)), em.x_dim(1)
+    total = em.prod_dims("grid", range(1, 1 + r))
+    rows = em.Flatten(em.Transpose(x, perm=[0, *range(2, r + 2), 1]), axis=r + 1)  # (N*S, C)
+    flat = em.reshape(flat, [n, taps, total])
+    if em.x_dim(0) != 1:
+        flat = em.Add(flat, _batch_offsets(em, r, exact))
+    if inside is not None:
+        past_end = em.Mul(em.x_size(range(2, 2 + r), exact), em.x_size(range(0, 1), exact))
+        flat = em.Where(em.reshape(inside, [n, 1, total]), flat, past_end)
+        rows = em.Concat(rows, _zeros(em, x.dtype, [1, c]), axis=0)
+    flat = em.Cast(flat, to=int_type)
+    if weights is not None:
+        weights = em.reshape(weights, [n, taps, total, 1])
+    terms = []
+    for k in range(taps):
+        tap = em.const(k, INT64)
+        values = em.Gather(rows, em.Gather(flat, tap, axis=1), axis=0)  # (N, P, C)
+        if weights is not None:
+            values = values if spec.x_dtype == ct else em.Cast(values, to=ct)
+            values = em.Mul(values, em.Gather(weights, tap, axis=1))
+        terms.append(values)
+    y = em.Sum(*terms) if len(terms) > 1 else terms[0]
+    points = [em.prod_dims("grid", range(1 + a, 2 + a)) for a in range(r)]
+    return em.reshape(em.Transpose(y, perm=[0, 2, 1]), [n, c, *points])
+
+
+def _batch_offsets(em: Emitter, rank: int, dtype: ir.DataType) -> ir.Value:
+    """``n * S`` shaped ``(N, 1, 1)``, to add to the ``(N, K, P)`` within-sample indices."""
+    spatial = em.x_size(range(2, 2 + rank), dtype)
     batch = em.x_dim(0)
-    spatial = em.x_size(range(2, 2 + rank), INT64)
     if batch is not None:
-        return spatial if batch == 1 else em.Mul(spatial, em.const(batch, INT64))
-    return em.Mul(spatial, em.x_size(range(0, 1), INT64))
-
-
-def _zero_column(em: Emitter, x: ir.Value) -> ir.Value:
-    """A ``(C, 1)`` tensor of zeros of X's type (gathered from a one-element constant)."""
-    dtype = x.dtype
-    zero = (
-        em.const([0], dtype)
-        if dtype != ir.DataType.STRING
-        else em.Constant(value=ir.StringTensor(np.array([b""], dtype=object)))
-    )
-    channels = em.x_dim(1)
-    if channels is not None:
-        rows = em.const(np.zeros((channels, 1)), INT64)
-    else:
-        shape = em.Concat(em.Shape(x, start=1, end=2), em.const([1], INT64), axis=0)
-        rows = em.ConstantOfShape(shape, value=ir.tensor(np.zeros(1, dtype=np.int64)))
-    return em.Gather(zero, rows, axis=0)
-
-
-def _batch_offsets(em: Emitter, rank: int) -> ir.Value:
-    """``n * S`` shaped ``(N, 1, .., 1)``, to add to the per-point flat index."""
-    spatial = em.x_size(range(2, 2 + rank), INT64)
-    batch = em.x_dim(0)
-    if batch is not None:
-        starts = em.const(np.arange(batch).reshape([batch] + [1] * rank), INT64)
-        return em.Mul(starts, spatial)
+        return em.Mul(em.const(np.arange(batch).reshape(batch, 1, 1), dtype), spatial)
     n = em.Range(em.const(0, INT64), em.x_size(range(0, 1), INT64), em.const(1, INT64))
-    n = em.Unsqueeze(n, em.const(list(range(1, rank + 1)), INT64))
-    return em.Mul(n, spatial)
+    return em.Mul(em.Cast(em.Unsqueeze(n, em.const([1, 2], INT64)), to=dtype), spatial)
 
 
-def to_output_layout(em: Emitter, y: ir.Value, rank: int) -> ir.Value:
-    """``(C, N, O1..Or)`` to ``(N, C, O1..Or)``."""
-    return em.Transpose(y, perm=[1, 0, *range(2, rank + 2)])
+def _zeros(em: Emitter, dtype: ir.DataType, shape: list[int | ir.Value]) -> ir.Value:
+    """Zeros of any dtype (string included): gathered from a one-element constant."""
+    if dtype == ir.DataType.STRING:
+        zero = em.Constant(value=ir.StringTensor(np.array([b""], dtype=object)))
+    else:
+        zero = em.const([0], dtype)
+    if all(isinstance(d, int) for d in shape):
+        return em.Gather(zero, em.const(np.zeros(shape), INT64), axis=0)
+    rows = em.ConstantOfShape(em.shape(shape), value=ir.tensor(np.zeros(1, dtype=np.int64)))
+    return em.Gather(zero, rows, axis=0)
 
 
 def interpolate(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, kernel: Kernel):
@@ -126,17 +185,17 @@ def interpolate(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, 
     indices, weights = [], None
     for axis, g in enumerate(grid_coordinates(em, grid, spec)):
         coord = source_coordinate(em, g, axis, spec, ct)
-        taps, w = kernel(em, coord, em.Floor(coord), tap_constants(em, axis, r, ct))
-        index, inside = tap_indices(em, taps, axis, spec, ct)
+        floor, per_tap = em.Floor(coord), tap_constants(em, axis, r, ct)
+        positions = em.Add(floor, per_tap(kernel.offsets))
+        w = kernel.weights(em, coord, floor, positions, per_tap)
+        index, inside = tap_indices(em, positions, axis, spec, ct)
         if inside is not None:
             w = em.Where(inside, w, em.const(0.0, ct))
         indices.append(index)
         weights = w if weights is None else em.Mul(weights, w)
-    values = gather_taps(em, x, indices, r)
-    if spec.x_dtype != ct:
-        values = em.Cast(values, to=ct)
-    y = em.ReduceSum(em.Mul(values, weights), em.const(list(range(1, r + 1)), INT64), keepdims=0)
-    return _cast_result(em, to_output_layout(em, y, r), spec, ct)
+    taps = len(kernel.offsets) ** r
+    y = gather_and_combine(em, x, spec, indices, weights, taps=taps)
+    return _cast_result(em, y, spec, ct)
 
 
 def _cast_result(em: Emitter, y: ir.Value, spec: GridSampleSpec, ct) -> ir.Value:

@@ -22,15 +22,19 @@ from gridsample_lower.registry import supported_specs
 INVENTORY = {
     "Abs",
     "Add",
+    "And",
     "Cast",
     "Clip",
     "Concat",
     "Constant",
     "ConstantOfShape",
     "Equal",
+    "Expand",
     "Flatten",
     "Floor",
     "Gather",
+    "GatherElements",
+    "GreaterOrEqual",
     "Max",
     "Min",
     "Mod",
@@ -38,12 +42,13 @@ INVENTORY = {
     "Range",
     "ReduceProd",
     "ReduceSum",
+    "Reshape",
     "Round",
     "Shape",
     "Sub",
+    "Sum",
     "Transpose",
     "Unsqueeze",
-    "And",
     "Where",
 }
 
@@ -76,10 +81,12 @@ def test_op_inventory_and_checker(spec, symbolic):
 
 
 @pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
-def test_symbolic_dims_run_at_new_sizes(mode, rng):
-    model = gridsample_model(["N", "C", "H", "W"], ["N", "h", "w", 2], mode, "reflection", 0)
+@pytest.mark.parametrize("channels", ["C", 20], ids=["C-symbolic", "C20-rows"])
+def test_symbolic_dims_run_at_new_sizes(mode, channels, rng):
+    model = gridsample_model(["N", channels, "H", "W"], ["N", "h", "w", 2], mode, "zeros", 0)
     lowered = lower(model)
-    for x_shape, grid_shape in [((1, 1, 3, 7), (1, 2, 5, 2)), ((3, 4, 9, 2), (3, 6, 1, 2))]:
+    c = 20 if channels == 20 else 4
+    for x_shape, grid_shape in [((1, c, 3, 7), (1, 2, 5, 2)), ((3, c, 9, 2), (3, 6, 1, 2))]:
         feeds = _feeds(rng, x_shape, grid_shape)
         assert_close(run_ort(lowered, feeds), run_ort(model, feeds), mode)
 

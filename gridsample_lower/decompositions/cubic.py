@@ -11,14 +11,13 @@ import onnx_ir as ir
 
 from gridsample_lower.emitter import Emitter
 from gridsample_lower.registry import register
-from gridsample_lower.sampling import interpolate
+from gridsample_lower.sampling import Kernel, interpolate
 from gridsample_lower.spec import GridSampleSpec
 
 A = -0.75
 
 
-def cubic_kernel(em: Emitter, x: ir.Value, x1: ir.Value, per_tap) -> tuple[ir.Value, ir.Value]:
-    taps = em.Add(x1, per_tap([-1.0, 0.0, 1.0, 2.0]))
+def _weights(em: Emitter, x: ir.Value, x1: ir.Value, taps: ir.Value, per_tap) -> ir.Value:
     d = em.Abs(em.Sub(x, taps))
 
     def horner(coefficients: list[float]) -> ir.Value:
@@ -31,9 +30,12 @@ def cubic_kernel(em: Emitter, x: ir.Value, x1: ir.Value, per_tap) -> tuple[ir.Va
     inner = horner([A + 2, -(A + 3), 0.0, 1.0])  # ((A+2)d - (A+3)) d^2 + 1
     outer = horner([A, -5 * A, 8 * A, -4 * A])  # ((A d - 5A) d + 8A) d - 4A
     is_inner = per_tap([False, True, True, False], ir.DataType.BOOL)
-    return taps, em.Where(is_inner, inner, outer)
+    return em.Where(is_inner, inner, outer)
+
+
+CUBIC = Kernel(offsets=(-1.0, 0.0, 1.0, 2.0), weights=_weights)
 
 
 @register("cubic")
 def cubic(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec) -> ir.Value:
-    return interpolate(em, x, grid, spec, cubic_kernel)
+    return interpolate(em, x, grid, spec, CUBIC)

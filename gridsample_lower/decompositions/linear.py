@@ -9,16 +9,17 @@ import onnx_ir as ir
 
 from gridsample_lower.emitter import Emitter
 from gridsample_lower.registry import register
-from gridsample_lower.sampling import interpolate
+from gridsample_lower.sampling import Kernel, interpolate
 from gridsample_lower.spec import GridSampleSpec
 
 
-def linear_kernel(em: Emitter, x: ir.Value, x1: ir.Value, per_tap) -> tuple[ir.Value, ir.Value]:
-    taps = em.Add(x1, per_tap([0.0, 1.0]))
-    weights = em.Abs(em.Sub(x, em.Add(x1, per_tap([1.0, 0.0]))))
-    return taps, weights
+def _weights(em: Emitter, x: ir.Value, x1: ir.Value, taps: ir.Value, per_tap) -> ir.Value:
+    return em.Abs(em.Sub(x, em.Add(x1, per_tap([1.0, 0.0]))))
+
+
+LINEAR = Kernel(offsets=(0.0, 1.0), weights=_weights)
 
 
 @register("linear")
 def linear(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec) -> ir.Value:
-    return interpolate(em, x, grid, spec, linear_kernel)
+    return interpolate(em, x, grid, spec, LINEAR)

@@ -12,7 +12,7 @@ import onnx_ir as ir
 from gridsample_lower.coords import source_coordinate, tap_indices
 from gridsample_lower.emitter import Emitter
 from gridsample_lower.registry import register
-from gridsample_lower.sampling import gather_taps, grid_coordinates, to_output_layout
+from gridsample_lower.sampling import gather_and_combine, grid_coordinates
 from gridsample_lower.spec import GridSampleSpec, compute_dtype
 
 
@@ -26,4 +26,4 @@ def nearest(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec) -> i
         indices.append(index)
         if mask is not None:
             inside = mask if inside is None else em.And(inside, mask)
-    return to_output_layout(em, gather_taps(em, x, indices, spec.rank, inside), spec.rank)
+    return gather_and_combine(em, x, spec, indices, inside=inside)

@@ -39,6 +39,12 @@ def test_every_configuration(spec, dtype, rng):
     _run_case(spec, rng, dtype)
 
 
+@pytest.mark.parametrize("spec", supported_specs(), ids=lambda s: s.label.replace(" ", "-"))
+def test_every_configuration_many_channels(spec, rng):
+    """C >= 17 gathers channels-last rows, one Gather per tap: a second code path."""
+    _run_case(spec, rng, np.float32, batch=2, channels=20, far=True)
+
+
 @pytest.mark.parametrize(
     "spec", supported_specs(ranks=(2, 3)), ids=lambda s: s.label.replace(" ", "-")
 )

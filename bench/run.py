@@ -1,0 +1,182 @@
+"""Time lowered GridSample against onnxruntime's native kernel (and torch) on one CPU thread.
+
+For each case: build the one-node model, lower it with static and with symbolic shapes, check
+both lowered graphs against native onnxruntime, then time native, lowered (static, symbolic)
+and torch.nn.functional.grid_sample interleaved, and report medians and ratios
+(lowered / native: < 1 means the lowered graph is faster). Writes a markdown table and JSON.
+
+Run: ``pip install -e ".[bench]" && python bench/run.py [--quick] [--out bench/results]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import pathlib
+import platform
+import statistics
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper
+
+from gridsample_lower import lower
+from gridsample_lower.tolerances import tolerance
+
+SHAPES_2D = [  # (N, C, H, W), output (H_out, W_out)
+    ((1, 3, 224, 224), (224, 224)),
+    ((1, 64, 64, 64), (64, 64)),
+    ((1, 256, 32, 32), (32, 32)),
+    ((8, 32, 64, 64), (64, 64)),
+    ((1, 32, 128, 128), (1, 4096)),
+]
+SHAPE_3D = ((1, 16, 24, 24, 24), (24, 24, 24))
+CONFIGS_2D = [  # (mode, padding, align_corners)
+    ("linear", "zeros", 0), ("linear", "zeros", 1), ("nearest", "zeros", 0),
+    ("linear", "border", 0), ("linear", "reflection", 0), ("cubic", "zeros", 0),
+]
+CONFIGS_3D = [("linear", "zeros", 0), ("nearest", "zeros", 0), ("linear", "border", 0)]
+TORCH_MODE = {"linear": "bilinear", "nearest": "nearest", "cubic": "bicubic"}
+
+
+@dataclasses.dataclass
+class Case:
+    mode: str
+    padding: str
+    align: int
+    x_shape: tuple
+    out_shape: tuple
+
+    @property
+    def label(self) -> str:
+        shape = ",".join(map(str, self.x_shape))
+        out = "x".join(map(str, self.out_shape))
+        return f"{self.mode} {self.padding} ac={self.align} | {shape} -> {out}"
+
+    def model(self, symbolic: bool) -> onnx.ModelProto:
+        r = len(self.x_shape) - 2
+        x = list(self.x_shape)
+        g = [self.x_shape[0], *self.out_shape, r]
+        if symbolic:
+            x = ["N", "C", *[f"d{i}" for i in range(r)]]
+            g = ["N", *[f"o{i}" for i in range(r)], r]
+        node = helper.make_node("GridSample", ["X", "grid"], ["Y"], name="gs", mode=self.mode,
+                                padding_mode=self.padding, align_corners=self.align)
+        graph = helper.make_graph([node], "bench",
+                                  [helper.make_tensor_value_info("X", 1, x),
+                                   helper.make_tensor_value_info("grid", 1, g)],
+                                  [helper.make_tensor_value_info("Y", 1, None)])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)],
+                                 ir_version=9)
+
+    def inputs(self, rng) -> dict:
+        r = len(self.x_shape) - 2
+        x = rng.standard_normal(self.x_shape).astype(np.float32)
+        grid = rng.uniform(-1.1, 1.1, (self.x_shape[0], *self.out_shape, r)).astype(np.float32)
+        return {"X": x, "grid": grid}
+
+
+def cases(quick: bool) -> list[Case]:
+    shapes = SHAPES_2D[:2] if quick else SHAPES_2D
+    out = [Case(m, p, a, x, o) for (x, o) in shapes for (m, p, a) in CONFIGS_2D]
+    out += [Case(m, p, a, *SHAPE_3D) for (m, p, a) in CONFIGS_3D]
+    return out
+
+
+def session(model: onnx.ModelProto) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(model.SerializeToString(), options,
+                                providers=["CPUExecutionProvider"])
+
+
+def torch_runner(case: Case, feeds: dict):
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(1)
+    x, grid = torch.from_numpy(feeds["X"]), torch.from_numpy(feeds["grid"])
+    if case.mode == "cubic" and x.dim() == 5:
+        return None
+    return lambda: torch.nn.functional.grid_sample(
+        x, grid, mode=TORCH_MODE[case.mode], padding_mode=case.padding,
+        align_corners=bool(case.align))
+
+
+def measure(case: Case, rng, budget: float) -> dict:
+    feeds = case.inputs(rng)
+    native = session(case.model(False))
+    expected = native.run(None, feeds)[0]
+    runners = {"native": lambda: native.run(None, feeds)}
+    nodes = {}
+    for kind, symbolic in (("static", False), ("symbolic", True)):
+        lowered = lower(case.model(symbolic))
+        nodes[kind] = len(lowered.graph.node)
+        sess = session(lowered)
+        got = sess.run(None, feeds)[0]
+        atol, rtol = tolerance(np.float32, case.mode)
+        np.testing.assert_allclose(got, expected, atol=atol, rtol=rtol)
+        runners[kind] = lambda sess=sess: sess.run(None, feeds)
+    torch_fn = torch_runner(case, feeds)
+    if torch_fn is not None:
+        runners["torch"] = torch_fn
+    times = {k: [] for k in runners}
+    for fn in runners.values():
+        fn()  # warm up
+    start = time.perf_counter()
+    while time.perf_counter() - start < budget or len(times["native"]) < 5:
+        for name, fn in runners.items():  # interleaved
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+    return {"case": case.label, "ms": med, "nodes": nodes,
+            "ratio_static": med["static"] / med["native"],
+            "ratio_symbolic": med["symbolic"] / med["native"],
+            "ratio_torch": med["static"] / med["torch"] if "torch" in med else None,
+            "samples": len(times["native"])}
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = ["| case | native ms | lowered static (ratio) | lowered symbolic (ratio) "
+             "| torch ms | lowered / torch | nodes |", "|---" * 7 + "|"]
+    for r in rows:
+        ms = r["ms"]
+        torch_ms = f"{ms['torch']:.2f}" if "torch" in ms else "-"
+        vs_torch = f"{r['ratio_torch']:.2f}" if r["ratio_torch"] else "-"
+        lines.append(f"| {r['case']} | {ms['native']:.2f} | {ms['static']:.2f} "
+                     f"({r['ratio_static']:.2f}) | {ms['symbolic']:.2f} "
+                     f"({r['ratio_symbolic']:.2f}) | {torch_ms} | {vs_torch} "
+                     f"| {r['nodes']['static']} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="Two 2-D shapes only.")
+    parser.add_argument("--budget", type=float, default=0.6, help="Seconds per case.")
+    parser.add_argument("--filter", default="", help="Only cases whose label contains this.")
+    parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("bench/results"))
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    rows = []
+    for case in cases(args.quick):
+        if args.filter in case.label:
+            rows.append(measure(case, rng, args.budget))
+            print(markdown(rows[-1:]).splitlines()[-1], flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    machine = f"{platform.machine()}, {platform.processor() or 'cpu'}, onnxruntime {ort.__version__}"
+    (args.out / "results.json").write_text(json.dumps({"machine": machine, "rows": rows}, indent=1))
+    table = markdown(rows)
+    (args.out / "results.md").write_text(f"Machine: {machine}, 1 thread.\n\n{table}\n")
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
