@@ -31,6 +31,7 @@ class Emitter:
         self._grid = grid
         self._x_shape = self._shape_of(x)
         self._sizes: dict[tuple[int, int, ir.DataType], ir.Value] = {}
+        self._consts: dict[tuple, ir.Value] = {}
 
     def __getattr__(self, op_type: str) -> Callable[..., Any]:
         if not op_type[:1].isupper():
@@ -40,6 +41,7 @@ class Emitter:
     def op(self, op_type: str, *args: ir.Value | None, **attrs: Any) -> Any:
         self._count += 1
         name = f"{self._prefix}/{op_type}_{self._count}"
+        attrs = {key: _attr(key, value) for key, value in attrs.items()}
         return self._op.op(op_type, *args, _name=name, _outputs=[name], **attrs)
 
     def reshape(self, value: ir.Value, parts: list[int | ir.Value]) -> ir.Value:
@@ -47,9 +49,12 @@ class Emitter:
         return self.Reshape(value, self.shape(parts), allowzero=1)
 
     def const(self, value: Any, dtype: ir.DataType) -> ir.Value:
-        """A Constant node holding ``value`` (a number or nested list) as ``dtype``."""
+        """A Constant node holding ``value`` (a number or nested list) as ``dtype``; one per value."""
         array = np.asarray(value, dtype=dtype.numpy())
-        return self.Constant(value=ir.tensor(array, dtype=dtype))
+        key = (dtype, array.shape, array.tobytes())
+        if key not in self._consts:
+            self._consts[key] = self.Constant(value=ir.Tensor(array, dtype=dtype))
+        return self._consts[key]
 
     # Shapes of X: constants when static, Shape-based when symbolic.
 
@@ -112,3 +117,15 @@ class Emitter:
         if value.shape is None:
             return None
         return tuple(d if isinstance(d, int) else None for d in value.shape)
+
+
+def _attr(name: str, value: Any) -> Any:
+    """Build the attributes the decompositions use directly: the builder's generic conversion
+    checks runtime protocols and took a third of the conversion time."""
+    if isinstance(value, int):  # int, bool, ir.DataType
+        return ir.AttrInt64(name, int(value))
+    if isinstance(value, ir.Tensor):
+        return ir.AttrTensor(name, value)
+    if isinstance(value, list) and all(isinstance(v, int) for v in value):
+        return ir.AttrInt64s(name, value)
+    return value
