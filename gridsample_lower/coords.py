@@ -75,7 +75,7 @@ def tap_indices(
     if spec.padding_mode == "reflection":
         return _reflect(em, taps, x_axis, spec, ct), None
     last = em.x_size(range(x_axis, x_axis + 1), ct, lambda n: n - 1)
-    clamped = em.Clip(taps, em.const(0.0, ct), last)
+    clamped = em.clip(taps, em.const(0.0, ct), last)
     return clamped, (em.Equal(clamped, taps) if spec.padding_mode == "zeros" else None)
 
 

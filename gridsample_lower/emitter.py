@@ -17,15 +17,20 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
+from gridsample_lower.targets import TARGETS, Target
+
 __all__ = ["Emitter"]
 
 
 class Emitter:
     """Emit named nodes through an onnxscript builder."""
 
-    def __init__(self, op: Any, prefix: str, x: ir.Value, grid: ir.Value) -> None:
+    def __init__(
+        self, op: Any, prefix: str, x: ir.Value, grid: ir.Value, target: Target = TARGETS["generic"]
+    ) -> None:
+        self.target = target
         self._op = op
-        self._prefix = prefix
+        self.name = self._prefix = prefix
         self._count = 0
         self._x = x
         self._grid = grid
@@ -43,6 +48,37 @@ class Emitter:
         name = f"{self._prefix}/{op_type}_{self._count}"
         attrs = {key: _attr(key, value) for key, value in attrs.items()}
         return self._op.op(op_type, *args, _name=name, _outputs=[name], **attrs)
+
+    # Operations whose form depends on what the target allows.
+
+    def clip(self, x: ir.Value, low: ir.Value, high: ir.Value) -> ir.Value:
+        if self.target.allows("Clip"):
+            return self.Clip(x, low, high)
+        return self.Max(self.Min(x, high), low)
+
+    def logical_and(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        if self.target.allows("And"):
+            return self.And(a, b)
+        float32 = ir.DataType.FLOAT  # (onnxruntime's Where takes no bool, so count instead)
+        both = self.Add(self.Cast(a, to=float32), self.Cast(b, to=float32))
+        return self.Equal(both, self.const(2.0, float32))
+
+    def round_half_to_even(self, x: ir.Value) -> ir.Value:
+        """ONNX Round; or, where it is missing, the same from Floor: exact, ties to even."""
+        if self.target.allows("Round"):
+            return self.Round(x)
+        dtype = x.dtype or ir.DataType.FLOAT
+        floor = self.Floor(x)
+        fraction = self.Sub(x, floor)  # exact
+        half, one = self.const(0.5, dtype), self.const(1.0, dtype)
+        odd = self.Sub(floor, self.Mul(self.Floor(self.Mul(floor, half)), self.const(2.0, dtype)))
+        up_at_tie = self.Where(self.Equal(fraction, half), odd, self.const(0.0, dtype))
+        up = self.Where(self.Greater(fraction, half), one, up_at_tie)
+        return self.Add(floor, up)
+
+    def index(self, value: Any) -> ir.Value:
+        """A constant gather index, in the target's index type (int64 by default)."""
+        return self.const(value, self.target.index_dtype or ir.DataType.INT64)
 
     def reshape(self, value: ir.Value, parts: list[int | ir.Value]) -> ir.Value:
         """Reshape to exactly ``parts`` (``allowzero``: a 0 means an empty axis, not "copy")."""

@@ -17,6 +17,7 @@ from onnxscript import rewriter
 from gridsample_lower.emitter import Emitter
 from gridsample_lower.registry import lookup
 from gridsample_lower.spec import GridSampleSpec, UnsupportedGridSample
+from gridsample_lower.targets import Target, get_target
 
 __all__ = ["RULE_NAME", "GridSampleLowering", "gridsample_rule"]
 
@@ -29,9 +30,14 @@ class GridSampleLowering(rewriter.RewriteRuleClassBase):
     With ``select``, only nodes whose spec it accepts are lowered; the rule declines the others.
     """
 
-    def __init__(self, select: Callable[[GridSampleSpec], bool] | None = None) -> None:
+    def __init__(
+        self,
+        select: Callable[[GridSampleSpec], bool] | None = None,
+        target: Target | str = "generic",
+    ) -> None:
         super().__init__(name=RULE_NAME)
         self.select = select
+        self.target = get_target(target)
 
     def pattern(self, op, x, grid):
         return op.GridSample(x, grid, _allow_other_attributes=True, _outputs=["y"])
@@ -49,7 +55,8 @@ class GridSampleLowering(rewriter.RewriteRuleClassBase):
     def rewrite(self, op, x: ir.Value, grid: ir.Value, y: ir.Value, **_) -> ir.Value:
         node = y.producer()
         spec = GridSampleSpec.from_node(node)
-        em = Emitter(op, prefix=node.name or f"GridSample({y.name})", x=x, grid=grid)
+        prefix = node.name or f"GridSample({y.name})"
+        em = Emitter(op, prefix=prefix, x=x, grid=grid, target=self.target)
         if em.x_dim(0) == 0 or em.x_dim(1) == 0:
             # Y is empty too. (onnxruntime's optimizer mis-handles the general graph here.)
             points = [em.prod_dims("grid", range(a, a + 1)) for a in range(1, spec.rank + 1)]
@@ -59,10 +66,12 @@ class GridSampleLowering(rewriter.RewriteRuleClassBase):
 
 def gridsample_rule(
     select: Callable[[GridSampleSpec], bool] | None = None,
+    target: Target | str = "generic",
 ) -> rewriter.RewriteRule:
     """The rule, ready for ``onnxscript.rewriter.rewrite`` or a ``RewriteRuleSet``.
 
     Args:
         select: If given, only GridSample nodes whose spec it accepts are lowered.
+        target: The target whose ops the lowered graph may use (see ``targets.TARGETS``).
     """
-    return GridSampleLowering.rule(select)
+    return GridSampleLowering.rule(select, target)

@@ -25,7 +25,7 @@ import onnx_ir as ir
 
 from gridsample_lower.coords import source_coordinate, tap_indices
 from gridsample_lower.emitter import Emitter
-from gridsample_lower.spec import GridSampleSpec, compute_dtype
+from gridsample_lower.spec import GridSampleSpec, UnsupportedGridSample, compute_dtype
 
 __all__ = ["Kernel", "gather_and_combine", "grid_coordinates", "interpolate"]
 
@@ -57,7 +57,7 @@ def grid_coordinates(em: Emitter, grid: ir.Value, spec: GridSampleSpec) -> list[
     if spec.grid_dtype != ct:
         planar = em.Cast(planar, to=ct)
     planar = em.Unsqueeze(planar, em.const(list(range(2, r + 2)), INT64))
-    return [em.Gather(planar, em.const(r - 1 - axis, INT64), axis=0) for axis in range(r)]
+    return [em.Gather(planar, em.index(r - 1 - axis), axis=0) for axis in range(r)]
 
 
 def tap_constants(em: Emitter, axis: int, rank: int, dtype) -> Callable[..., ir.Value]:
@@ -89,11 +89,16 @@ def gather_and_combine(
     r, ct = spec.rank, compute_dtype(spec)
     channels = em.x_dim(1)
     many = channels is not None and channels >= ROWS_MIN_CHANNELS
+    many = many or not em.target.allows("GatherElements")
     # The largest index is the zero slot past the data: S (per sample) or N*S (all rows).
     largest = em.prod_dims("x", range(0 if many else 2, 2 + r))
     largest = largest if isinstance(largest, int) and em.x_dim(0) is not None else None
     exact = ct if largest is not None and largest < 2**24 else ir.DataType.DOUBLE
     int_type = ir.DataType.INT32 if largest is not None and largest < 2**31 else INT64
+    if em.target.index_dtype is not None:
+        if em.target.index_dtype == ir.DataType.INT32 and largest is not None and largest >= 2**31:
+            raise UnsupportedGridSample(em.name, f"X has {largest} elements: too many for int32")
+        int_type = em.target.index_dtype
     flat = None
     for axis, index in enumerate(indices):
         index = index if exact == ct else em.Cast(index, to=exact)
@@ -146,7 +151,7 @@ def _gather_rows(em, x, spec, flat, weights, inside, taps, index_types):
         weights = em.reshape(weights, [n, taps, total, 1])
     terms = []
     for k in range(taps):
-        tap = em.const(k, INT64)
+        tap = em.index(k)
         values = em.Gather(rows, em.Gather(flat, tap, axis=1), axis=0)  # (N, P, C)
         if weights is not None:
             values = values if spec.x_dtype == ct else em.Cast(values, to=ct)
@@ -174,9 +179,9 @@ def _zeros(em: Emitter, dtype: ir.DataType, shape: list[int | ir.Value]) -> ir.V
     else:
         zero = em.const([0], dtype)
     if all(isinstance(d, int) for d in shape):
-        return em.Gather(zero, em.const(np.zeros(shape), INT64), axis=0)
-    rows = em.ConstantOfShape(em.shape(shape), value=ir.tensor(np.zeros(1, dtype=np.int64)))
-    return em.Gather(zero, rows, axis=0)
+        return em.Gather(zero, em.index(np.zeros(shape)), axis=0)
+    first = ir.tensor(np.zeros(1, dtype=(em.target.index_dtype or INT64).numpy()))
+    return em.Gather(zero, em.ConstantOfShape(em.shape(shape), value=first), axis=0)
 
 
 def interpolate(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, kernel: Kernel):
@@ -206,5 +211,5 @@ def _cast_result(em: Emitter, y: ir.Value, spec: GridSampleSpec, ct) -> ir.Value
         info = np.iinfo(spec.x_dtype.numpy())
         # The largest float64 values that still fit the integer type.
         low, high = float(info.min), float(np.nextafter(float(info.max) + 1.0, 0.0))
-        y = em.Clip(y, em.const(low, ct), em.const(min(high, float(info.max)), ct))
+        y = em.clip(y, em.const(low, ct), em.const(min(high, float(info.max)), ct))
     return em.Cast(y, to=spec.x_dtype)

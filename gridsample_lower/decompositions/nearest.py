@@ -21,9 +21,9 @@ def nearest(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec) -> i
     ct = compute_dtype(spec)
     indices, inside = [], None
     for axis, g in enumerate(grid_coordinates(em, grid, spec)):
-        tap = em.Round(source_coordinate(em, g, axis, spec, ct))
+        tap = em.round_half_to_even(source_coordinate(em, g, axis, spec, ct))
         index, mask = tap_indices(em, tap, axis, spec, ct)
         indices.append(index)
         if mask is not None:
-            inside = mask if inside is None else em.And(inside, mask)
+            inside = mask if inside is None else em.logical_and(inside, mask)
     return gather_and_combine(em, x, spec, indices, inside=inside)

@@ -1,0 +1,84 @@
+"""Targets: every profile's lowered graphs stay within its ops and index type, and still match."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from conftest import assert_close, gridsample_model, make_grid, run_ort
+from onnxscript import rewriter
+
+from gridsample_lower import supported_specs
+from gridsample_lower.reference import grid_sample
+from gridsample_lower.rule import gridsample_rule
+from gridsample_lower.targets import TARGETS, get_target
+
+GATHERS = {"Gather": 1, "GatherElements": 1, "GatherND": 1}
+
+
+def _lowered(spec, target, channels=2, symbolic=False):
+    r = spec.rank
+    x_shape = [2, channels, *[4, 3, 5][:r]]
+    grid_shape = [2, *[3, 2, 2][:r], r]
+    if symbolic:
+        x_shape = ["N", channels, *[f"d{i}" for i in range(r)]]
+        grid_shape = ["N", *[f"o{i}" for i in range(r)], r]
+    model = gridsample_model(x_shape, grid_shape, spec.mode, spec.padding_mode, spec.align_corners)
+    return rewriter.rewrite(model, [gridsample_rule(target=target)])
+
+
+def _index_types(model: onnx.ModelProto, ops=GATHERS) -> set[int]:
+    inferred = onnx.shape_inference.infer_shapes(model)
+    types = {vi.name: vi.type.tensor_type.elem_type for vi in inferred.graph.value_info}
+    return {types[n.input[1]] for n in inferred.graph.node if n.op_type in ops}
+
+
+@pytest.mark.parametrize("name", list(TARGETS))
+@pytest.mark.parametrize("spec", supported_specs(), ids=lambda s: s.label.replace(" ", "-"))
+def test_lowered_graph_stays_within_the_profile(name, spec):
+    target = get_target(name)
+    for channels in (2, 20):
+        lowered = _lowered(spec, target, channels)
+        ops = {n.op_type for n in lowered.graph.node}
+        assert "GridSample" not in ops
+        assert not ops & target.avoids, (name, ops & target.avoids)
+        if target.index_dtype is not None:
+            assert _index_types(lowered) == {target.index_dtype}
+
+
+@pytest.mark.parametrize("spec", supported_specs(), ids=lambda s: s.label.replace(" ", "-"))
+def test_webnn_forms_compute_the_same(spec, rng):
+    """Floor-based rounding, Min/Max clamps and row gathers agree with the reference."""
+    for channels in (2, 20):
+        lowered = _lowered(spec, "webnn", channels)
+        r = spec.rank
+        x = rng.standard_normal((2, channels, *[4, 3, 5][:r])).astype(np.float32)
+        grid = make_grid(rng, (2, *[3, 2, 2][:r], r), far=True)
+        expected = grid_sample(x, grid, spec.mode, spec.padding_mode, spec.align_corners)
+        assert_close(run_ort(lowered, {"X": x, "grid": grid}), expected.astype(np.float32), spec.mode)
+
+
+@pytest.mark.parametrize("align", [0, 1])
+def test_webnn_rounding_breaks_ties_to_even(align, rng):
+    size = 8 if not align else 5
+    k = np.arange(-3, size + 3, dtype=np.float64)
+    g = (k + 0.5) * 2 / (size - 1) - 1 if align else (2 * k + 2) / size - 1
+    grid = np.stack(np.meshgrid(g, g[::2]), axis=-1)[None].astype(np.float32)
+    x = rng.standard_normal((1, 2, size, size)).astype(np.float32)
+    spec = next(s for s in supported_specs(ranks=(2,)) if s.mode == "nearest" and s.align_corners == align)
+    model = gridsample_model([1, 2, size, size], list(grid.shape), "nearest", spec.padding_mode, align)
+    lowered = rewriter.rewrite(model, [gridsample_rule(target="webnn")])
+    assert_close(run_ort(lowered, {"X": x, "grid": grid}), run_ort(model, {"X": x, "grid": grid}), "nearest")
+
+
+def test_index_type_follows_the_sizes_unless_the_target_fixes_it():
+    spec = supported_specs(ranks=(2,))[0]
+    data_gather = {"GatherElements"}
+    assert _index_types(_lowered(spec, "generic", symbolic=True), data_gather) == {7}  # int64
+    assert _index_types(_lowered(spec, "generic"), data_gather) == {6}  # int32: sizes are known
+    assert _index_types(_lowered(spec, "int32", symbolic=True)) == {6}
+
+
+def test_unknown_target_lists_the_known_ones():
+    with pytest.raises(ValueError, match="known: generic, onnxruntime"):
+        get_target("tpu9000")
