@@ -85,7 +85,7 @@ class Emitter:
         return self.Reshape(value, self.shape(parts), allowzero=1)
 
     def const(self, value: Any, dtype: ir.DataType) -> ir.Value:
-        """A Constant node holding ``value`` (a number or nested list) as ``dtype``; one per value."""
+        """A Constant holding ``value`` (a number or nested list) as ``dtype``, one per value."""
         array = np.asarray(value, dtype=dtype.numpy())
         key = (dtype, array.shape, array.tobytes())
         if key not in self._consts:
@@ -156,8 +156,10 @@ class Emitter:
 
 
 def _attr(name: str, value: Any) -> Any:
-    """Build the attributes the decompositions use directly: the builder's generic conversion
-    checks runtime protocols and took a third of the conversion time."""
+    """Build the attributes the decompositions use directly.
+
+    The builder's generic conversion checks runtime protocols: a third of the conversion time.
+    """
     if isinstance(value, int):  # int, bool, ir.DataType
         return ir.AttrInt64(name, int(value))
     if isinstance(value, ir.Tensor):

@@ -33,7 +33,6 @@ INT64 = ir.DataType.INT64
 ROWS_MIN_CHANNELS = 17  # from here on, gathering channels-last rows beats GatherElements
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Kernel:
     """A separable interpolation kernel: where its taps are, and how much each one weighs.

@@ -58,10 +58,16 @@ TARGETS: dict[str, Target] = {
             "lower what onnxruntime cannot run, and what runs faster lowered",
             keeps=_onnxruntime_keeps,
         ),
-        Target("openvino", "keep 4-D float GridSample (OpenVINO runs it), lower the rest",
-               keeps=_float_4d),
-        Target("tensorrt", "keep 4-D float GridSample (TensorRT runs it), lower the rest",
-               keeps=_float_4d),
+        Target(
+            "openvino",
+            "keep 4-D float GridSample (OpenVINO runs it), lower the rest",
+            keeps=_float_4d,
+        ),
+        Target(
+            "tensorrt",
+            "keep 4-D float GridSample (TensorRT runs it), lower the rest",
+            keeps=_float_4d,
+        ),
         Target(
             "webnn",
             "WebNN: plain Gather, Where, Min/Max and Floor-based rounding; "
@@ -69,8 +75,11 @@ TARGETS: dict[str, Target] = {
             avoids=frozenset({"GatherND", "GatherElements", "And", "Mod", "Round", "Clip"}),
             index_dtype=ir.DataType.INT32,
         ),
-        Target("int32", "NNAPI and NPUs that want int32 gather indices everywhere",
-               index_dtype=ir.DataType.INT32),
+        Target(
+            "int32",
+            "NNAPI and NPUs that want int32 gather indices everywhere",
+            index_dtype=ir.DataType.INT32,
+        ),
     ]
 }
 

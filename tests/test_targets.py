@@ -55,7 +55,9 @@ def test_webnn_forms_compute_the_same(spec, rng):
         x = rng.standard_normal((2, channels, *[4, 3, 5][:r])).astype(np.float32)
         grid = make_grid(rng, (2, *[3, 2, 2][:r], r), far=True)
         expected = grid_sample(x, grid, spec.mode, spec.padding_mode, spec.align_corners)
-        assert_close(run_ort(lowered, {"X": x, "grid": grid}), expected.astype(np.float32), spec.mode)
+        assert_close(
+            run_ort(lowered, {"X": x, "grid": grid}), expected.astype(np.float32), spec.mode
+        )
 
 
 @pytest.mark.parametrize("align", [0, 1])
@@ -65,10 +67,16 @@ def test_webnn_rounding_breaks_ties_to_even(align, rng):
     g = (k + 0.5) * 2 / (size - 1) - 1 if align else (2 * k + 2) / size - 1
     grid = np.stack(np.meshgrid(g, g[::2]), axis=-1)[None].astype(np.float32)
     x = rng.standard_normal((1, 2, size, size)).astype(np.float32)
-    spec = next(s for s in supported_specs(ranks=(2,)) if s.mode == "nearest" and s.align_corners == align)
-    model = gridsample_model([1, 2, size, size], list(grid.shape), "nearest", spec.padding_mode, align)
+    spec = next(
+        s for s in supported_specs(ranks=(2,)) if s.mode == "nearest" and s.align_corners == align
+    )
+    model = gridsample_model(
+        [1, 2, size, size], list(grid.shape), "nearest", spec.padding_mode, align
+    )
     lowered = rewriter.rewrite(model, [gridsample_rule(target="webnn")])
-    assert_close(run_ort(lowered, {"X": x, "grid": grid}), run_ort(model, {"X": x, "grid": grid}), "nearest")
+    assert_close(
+        run_ort(lowered, {"X": x, "grid": grid}), run_ort(model, {"X": x, "grid": grid}), "nearest"
+    )
 
 
 def test_index_type_follows_the_sizes_unless_the_target_fixes_it():

@@ -26,6 +26,8 @@ def test_conformance_case(case):
     onnx.checker.check_model(lowered, full_check=True)
     assert "GridSample" not in {n.op_type for n in lowered.graph.node}
     for inputs, outputs in case.data_sets:
-        feeds = {info.name: value for info, value in zip(case.model.graph.input, inputs, strict=True)}
+        feeds = {
+            info.name: value for info, value in zip(case.model.graph.input, inputs, strict=True)
+        }
         (actual,) = [run_ort(lowered, feeds)]
         np.testing.assert_allclose(actual, outputs[0], rtol=1e-4, atol=1e-4)
