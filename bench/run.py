@@ -35,8 +35,12 @@ SHAPES_2D = [  # (N, C, H, W), output (H_out, W_out)
 ]
 SHAPE_3D = ((1, 16, 24, 24, 24), (24, 24, 24))
 CONFIGS_2D = [  # (mode, padding, align_corners)
-    ("linear", "zeros", 0), ("linear", "zeros", 1), ("nearest", "zeros", 0),
-    ("linear", "border", 0), ("linear", "reflection", 0), ("cubic", "zeros", 0),
+    ("linear", "zeros", 0),
+    ("linear", "zeros", 1),
+    ("nearest", "zeros", 0),
+    ("linear", "border", 0),
+    ("linear", "reflection", 0),
+    ("cubic", "zeros", 0),
 ]
 CONFIGS_3D = [("linear", "zeros", 0), ("nearest", "zeros", 0), ("linear", "border", 0)]
 TORCH_MODE = {"linear": "bilinear", "nearest": "nearest", "cubic": "bicubic"}
@@ -44,6 +48,8 @@ TORCH_MODE = {"linear": "bilinear", "nearest": "nearest", "cubic": "bicubic"}
 
 @dataclasses.dataclass
 class Case:
+    """One configuration and shape to time."""
+
     mode: str
     padding: str
     align: int
@@ -63,14 +69,22 @@ class Case:
         if symbolic:
             x = ["N", "C", *[f"d{i}" for i in range(r)]]
             g = ["N", *[f"o{i}" for i in range(r)], r]
-        node = helper.make_node("GridSample", ["X", "grid"], ["Y"], name="gs", mode=self.mode,
-                                padding_mode=self.padding, align_corners=self.align)
-        graph = helper.make_graph([node], "bench",
-                                  [helper.make_tensor_value_info("X", 1, x),
-                                   helper.make_tensor_value_info("grid", 1, g)],
-                                  [helper.make_tensor_value_info("Y", 1, None)])
-        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)],
-                                 ir_version=9)
+        node = helper.make_node(
+            "GridSample",
+            ["X", "grid"],
+            ["Y"],
+            name="gs",
+            mode=self.mode,
+            padding_mode=self.padding,
+            align_corners=self.align,
+        )
+        graph = helper.make_graph(
+            [node],
+            "bench",
+            [helper.make_tensor_value_info("X", 1, x), helper.make_tensor_value_info("grid", 1, g)],
+            [helper.make_tensor_value_info("Y", 1, None)],
+        )
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)
 
     def inputs(self, rng) -> dict:
         r = len(self.x_shape) - 2
@@ -91,8 +105,9 @@ def session(model: onnx.ModelProto) -> ort.InferenceSession:
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(model.SerializeToString(), options,
-                                providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
 
 
 def torch_runner(case: Case, feeds: dict):
@@ -105,8 +120,12 @@ def torch_runner(case: Case, feeds: dict):
     if case.mode == "cubic" and x.dim() == 5:
         return None
     return lambda: torch.nn.functional.grid_sample(
-        x, grid, mode=TORCH_MODE[case.mode], padding_mode=case.padding,
-        align_corners=bool(case.align))
+        x,
+        grid,
+        mode=TORCH_MODE[case.mode],
+        padding_mode=case.padding,
+        align_corners=bool(case.align),
+    )
 
 
 def measure(case: Case, rng, budget: float) -> dict:
@@ -136,24 +155,33 @@ def measure(case: Case, rng, budget: float) -> dict:
             fn()
             times[name].append(time.perf_counter() - t0)
     med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
-    return {"case": case.label, "ms": med, "nodes": nodes,
-            "ratio_static": med["static"] / med["native"],
-            "ratio_symbolic": med["symbolic"] / med["native"],
-            "ratio_torch": med["static"] / med["torch"] if "torch" in med else None,
-            "samples": len(times["native"])}
+    return {
+        "case": case.label,
+        "ms": med,
+        "nodes": nodes,
+        "ratio_static": med["static"] / med["native"],
+        "ratio_symbolic": med["symbolic"] / med["native"],
+        "ratio_torch": med["static"] / med["torch"] if "torch" in med else None,
+        "samples": len(times["native"]),
+    }
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = ["| case | native ms | lowered static (ratio) | lowered symbolic (ratio) "
-             "| torch ms | lowered / torch | nodes |", "|---" * 7 + "|"]
+    lines = [
+        "| case | native ms | lowered static (ratio) | lowered symbolic (ratio) "
+        "| torch ms | lowered / torch | nodes |",
+        "|---" * 7 + "|",
+    ]
     for r in rows:
         ms = r["ms"]
         torch_ms = f"{ms['torch']:.2f}" if "torch" in ms else "-"
         vs_torch = f"{r['ratio_torch']:.2f}" if r["ratio_torch"] else "-"
-        lines.append(f"| {r['case']} | {ms['native']:.2f} | {ms['static']:.2f} "
-                     f"({r['ratio_static']:.2f}) | {ms['symbolic']:.2f} "
-                     f"({r['ratio_symbolic']:.2f}) | {torch_ms} | {vs_torch} "
-                     f"| {r['nodes']['static']} |")
+        lines.append(
+            f"| {r['case']} | {ms['native']:.2f} | {ms['static']:.2f} "
+            f"({r['ratio_static']:.2f}) | {ms['symbolic']:.2f} "
+            f"({r['ratio_symbolic']:.2f}) | {torch_ms} | {vs_torch} "
+            f"| {r['nodes']['static']} |"
+        )
     return "\n".join(lines)
 
 
@@ -171,7 +199,8 @@ def main() -> None:
             rows.append(measure(case, rng, args.budget))
             print(markdown(rows[-1:]).splitlines()[-1], flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    machine = f"{platform.machine()}, {platform.processor() or 'cpu'}, onnxruntime {ort.__version__}"
+    cpu = platform.processor() or "cpu"
+    machine = f"{platform.machine()}, {cpu}, onnxruntime {ort.__version__}"
     (args.out / "results.json").write_text(json.dumps({"machine": machine, "rows": rows}, indent=1))
     table = markdown(rows)
     (args.out / "results.md").write_text(f"Machine: {machine}, 1 thread.\n\n{table}\n")

@@ -1,159 +1,252 @@
-"""Check numerically that a rewritten model computes what the original computed.
+"""Check numerically that a candidate model computes what a reference model computes.
 
-The original runs in onnxruntime where it can; elsewhere (1-D or 4+-D spatial, 3-D cubic,
-integer or half X) in ``onnx.reference`` with GridSample evaluated by ``reference.grid_sample``.
-The rewritten model runs in onnxruntime: running there is the point of lowering. Inputs are
-random; float inputs mix values in [-1.25, 1.25] with exact lattice points and half-way ties,
-where lowerings break.
+``verify`` runs both models on the same inputs (random ones that stress GridSample, or given
+ones) and compares every output, dtype and shape included. The reference runs in onnxruntime
+when it runs every GridSample natively, else in ``onnx.reference`` with GridSample evaluated by
+``reference.GridSampleKernel`` (1-D or 4+-D spatial, 3-D cubic, integer or half X, ...); the
+candidate runs in onnxruntime, the point of lowering. Each GridSample of the reference is also
+checked alone against the candidate's region lowered from it (``verify_nodes``), so that a
+mismatch names the node responsible. Tolerances come from ``tolerances.tolerance`` (nearest
+exact), per output dtype and the least exact GridSample mode, unless overridden.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import os
+from collections.abc import Callable, Mapping
 
-import ml_dtypes
 import numpy as np
 import onnx
 import onnx_ir as ir
-from onnx.reference import ReferenceEvaluator
 
-from gridsample_lower.inventory import Site, find_gridsamples
-from gridsample_lower.reference import GridSampleKernel
-from gridsample_lower.runtime import onnxruntime_runner
-from gridsample_lower.tolerances import tolerance
+from gridsample_lower.inventory import Site, find_gridsamples, inferred_types
+from gridsample_lower.passes import name_unnamed
+from gridsample_lower.verify_bounds import Bounds, Tolerance, op_types, whole_model_mode
+from gridsample_lower.verify_inputs import (
+    DEFAULT_DIM,
+    InputPlan,
+    VerificationSetupError,
+    load_inputs,
+)
+from gridsample_lower.verify_nodes import (
+    NodeProbe,
+    Runner,
+    candidate_runner,
+    expose,
+    first_line,
+    model_runner,
+    probe_nodes,
+)
+from gridsample_lower.verify_report import NodeCheck, OutputCheck, VerificationReport, compare
 
-__all__ = ["OutputCheck", "Verification", "VerificationError", "random_inputs", "verify_lowering"]
+__all__ = [
+    "DEFAULT_DIM",
+    "NodeCheck",
+    "OutputCheck",
+    "VerificationError",
+    "VerificationReport",
+    "VerificationSetupError",
+    "load_inputs",
+    "verify",
+]
 
-DEFAULT_DIM = 3  # value given to a symbolic dimension nobody named
-_BY_EXACTNESS = ("nearest", "linear", "cubic")
-
-
-@dataclasses.dataclass
-class OutputCheck:
-    """How one output of the rewritten model compares with the original's."""
-
-    name: str
-    max_abs: float
-    mismatches: int
-    atol: float
-    rtol: float
-    problem: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return not self.problem and self.mismatches == 0
-
-
-@dataclasses.dataclass
-class Verification:
-    """The outcome of comparing a rewritten model with its original on random inputs."""
-
-    oracle: str
-    outputs: list[OutputCheck]
-
-    @property
-    def ok(self) -> bool:
-        return all(check.ok for check in self.outputs)
-
-    def summary(self) -> str:
-        bad = [c for c in self.outputs if not c.ok]
-        if not bad:
-            return f"verified against {self.oracle}: {len(self.outputs)} output(s) match"
-        worst = bad[0]
-        what = worst.problem or (
-            f"{worst.mismatches} element(s) off by up to {worst.max_abs:.3g} "
-            f"(atol={worst.atol:g}, rtol={worst.rtol:g})"
-        )
-        return f"mismatch against {self.oracle} in output {worst.name!r}: {what}"
+ModelLike = onnx.ModelProto | ir.Model | str | os.PathLike
+Progress = Callable[[int, int, str], None]
+_NON_FINITE = (
+    "given inputs hold NaN or infinity, for which onnxruntime's GridSample is undefined: "
+    "the reference ran in onnx.reference"
+)
 
 
 class VerificationError(RuntimeError):
-    """The rewritten model does not compute what the original computed."""
+    """The candidate model does not compute what the reference computes."""
 
-    def __init__(self, verification: Verification) -> None:
-        super().__init__(verification.summary())
-        self.verification = verification
+    def __init__(self, report: VerificationReport) -> None:
+        super().__init__(report.summary())
+        self.report = report
 
 
-def verify_lowering(
-    original: onnx.ModelProto,
-    rewritten: onnx.ModelProto,
+def verify(
+    reference: ModelLike,
+    candidate: ModelLike,
+    inputs: Mapping[str, np.ndarray] | str | os.PathLike | None = None,
     *,
-    samples: int = 2,
+    atol: Tolerance = None,
+    rtol: Tolerance = None,
+    samples: int = 3,
     seed: int = 0,
-    dims: dict[str, int] | None = None,
-) -> Verification:
-    """Run both models on ``samples`` random input sets and compare every output."""
+    dims: Mapping[str, int] | None = None,
+    progress: Progress | None = None,
+) -> VerificationReport:
+    """Check that ``candidate`` computes what ``reference`` computes, per output and per node.
+
+    Args:
+        reference: The original model (``onnx.ModelProto``, ``onnx_ir.Model`` or a path).
+        candidate: The model to check, typically ``lower(reference)``.
+        inputs: Values for some or all graph inputs, or the path of an ``.npz`` holding them;
+            the rest are drawn at random for each sample.
+        atol: Absolute tolerance for every output and GridSample node, or a mapping from an
+            output or node name (``"*"``: all others) to one. Default: the tolerance table.
+        rtol: Relative tolerance, likewise.
+        samples: Random input sets to run (one when every input is given).
+        seed: Seed of the random inputs.
+        dims: Sizes of symbolic dimensions by name (default: what given inputs show, else 3).
+        progress: Called as ``progress(done, total, step)`` before each run.
+
+    Returns:
+        The report; ``report.ok`` says whether everything is within tolerance.
+
+    Raises:
+        VerificationSetupError: An input cannot be read, used or invented, an override names
+            nothing, or the reference cannot be run.
+    """
+    if samples < 1:
+        raise VerificationSetupError(f"samples must be at least 1, not {samples}")
+    ref, cand = _as_proto(reference, "reference"), _as_proto(candidate, "candidate")
+    ref, sites, plan, checks, probes = _prepare(ref, cand, _given(inputs), dims)
+    bounds = Bounds(atol, rtol, {o.name for o in ref.graph.output} | {c.name for c in checks})
+    run = _Run(ref, cand, sites, probes, bounds, _finite(plan.given))
+    samples = 1 if plan.complete else samples
     rng = np.random.default_rng(seed)
-    sites = find_gridsamples(ir.serde.deserialize_model(original), infer=True)
-    run_original, oracle = _runner(original, sites)
-    run_rewritten = onnxruntime_runner(rewritten)
-    # Outputs are held to the tolerance of the least exact GridSample mode in the model.
-    mode = max((s.spec.mode for s in sites if s.spec), key=_BY_EXACTNESS.index, default="nearest")
-    checks: dict[str, OutputCheck] = {}
-    for _ in range(samples):
-        feeds = random_inputs(original, rng, dims or {})
-        expected, actual = run_original(feeds), run_rewritten(feeds)
-        for info, want, got in zip(original.graph.output, expected, actual, strict=True):
-            check = _compare(info.name, np.asarray(want), np.asarray(got), mode)
-            if info.name not in checks or not check.ok:
-                checks[info.name] = check
-    return Verification(oracle, list(checks.values()))
+    for k in range(samples):
+        run.sample(plan.draw(rng), k, samples, progress or (lambda *_: None))
+    outputs = list(run.outputs.values())
+    return VerificationReport(
+        run.oracle, run.candidate_runtime, samples, seed, outputs, checks, run.notes
+    )
 
 
-def random_inputs(model: onnx.ModelProto, rng: np.random.Generator, dims: dict[str, int]) -> dict:
-    """Random values for every graph input that is not an initializer."""
-    initializers = {init.name for init in model.graph.initializer}
-    feeds = {}
-    for info in model.graph.input:
-        if info.name in initializers:
-            continue
-        tensor = info.type.tensor_type
-        shape = [
-            d.dim_value if d.HasField("dim_value") else dims.get(d.dim_param, DEFAULT_DIM)
-            for d in tensor.shape.dim
-        ]
-        feeds[info.name] = _random_array(info.name, tensor.elem_type, shape, rng)
-    return feeds
+def _as_proto(model: ModelLike, role: str) -> onnx.ModelProto:
+    if isinstance(model, onnx.ModelProto):
+        return model
+    if isinstance(model, ir.Model):
+        return ir.serde.serialize_model(model)
+    try:
+        return onnx.load_model(os.fspath(model))
+    except Exception as error:  # noqa: BLE001  (protobuf and IO errors have many types)
+        raise VerificationSetupError(
+            f"{role} {model}: not readable ({first_line(error)})"
+        ) from None
 
 
-def _random_array(name: str, elem_type: int, shape: list[int], rng) -> np.ndarray:
-    dtype = onnx.helper.tensor_dtype_to_np_dtype(elem_type)
-    if elem_type == onnx.TensorProto.BFLOAT16:
-        dtype = np.dtype(ml_dtypes.bfloat16)
-    if dtype == np.bool_:
-        return rng.random(shape) < 0.5
-    if np.issubdtype(dtype, np.integer):
-        return rng.integers(0, 4, size=shape).astype(dtype)
-    if dtype.kind == "f" or dtype == ml_dtypes.bfloat16:
-        values = rng.uniform(-1.25, 1.25, size=shape)
-        lattice = rng.integers(-10, 11, size=shape) / 8.0  # exact points and half-way ties
-        return np.where(rng.random(shape) < 0.25, lattice, values).astype(dtype)
-    raise ValueError(f"cannot invent values for input {name!r} of type {dtype}")
+def _given(inputs) -> dict[str, np.ndarray]:
+    if inputs is None:
+        return {}
+    if isinstance(inputs, str | os.PathLike):
+        return load_inputs([inputs])
+    return {name: np.asarray(value) for name, value in inputs.items()}
 
 
-def _runner(model: onnx.ModelProto, sites: list[Site]):
-    """Onnxruntime if it runs every GridSample of ``model`` natively, else the reference."""
-    if all(site.spec and site.spec.onnxruntime_native and site.spelling_ok for site in sites):
+def _prepare(ref: onnx.ModelProto, cand: onnx.ModelProto, given: dict, dims):
+    """Name unnamed GridSamples as the pass does; plan the inputs; isolate every node."""
+    model = ir.serde.deserialize_model(ref)
+    sites = find_gridsamples(model)
+    if any(not site.node.name for site in sites):
+        name_unnamed(model, sites)
+        ref = ir.serde.serialize_model(model)
+    with inferred_types(model):
+        sites = find_gridsamples(model)
+        plan = InputPlan(model, sites, given, dims)
+        checks, probes = probe_nodes(sites, ref, cand)
+    return ref, sites, plan, checks, probes
+
+
+class _Run:
+    """The runners of one verification, and the checks they fill in sample after sample."""
+
+    def __init__(self, ref, cand, sites, probes: list[NodeProbe], bounds, finite: bool) -> None:
+        self.reference, self.exposed = expose(ref, probes)
+        self.notes = [] if finite else [_NON_FINITE]
+        self._load_reference(native=all(_native(site) for site in sites) and finite)
+        self.run_candidate, self.candidate_runtime = self._candidate_runner(cand)
+        self.probes, self.bounds = probes, bounds
+        self.names = [o.name for o in ref.graph.output]
+        self.inputs = {i.name for i in cand.graph.input}
+        self.pairs = self._pairs(self.names, [o.name for o in cand.graph.output])
+        self.mode = whole_model_mode(ref, sites, self.oracle != self.candidate_runtime)
+        if self.mode[1]:
+            self.notes.append(self.mode[1])
+        self.outputs = {name: OutputCheck(name) for name in self.names}
+
+    def _candidate_runner(self, cand: onnx.ModelProto) -> tuple[Runner, str]:
+        native = "GridSample" not in op_types(cand.graph) or all(
+            _native(site) for site in find_gridsamples(ir.serde.deserialize_model(cand), infer=True)
+        )
+        runner, runtime, reason = candidate_runner(cand, native=native)
+        if reason:
+            self.notes.append(f"the candidate {reason}")
+        elif runtime != "onnxruntime":
+            self.notes.append(f"onnxruntime cannot run the candidate: it ran in {runtime}")
+        return runner, runtime
+
+    def _pairs(self, names: list[str], cand_names: list[str]) -> list[int | None]:
+        """Index of each reference output among the candidate's: by name, else by position."""
+        if set(names) <= set(cand_names) or len(names) != len(cand_names):
+            return [cand_names.index(n) if n in cand_names else None for n in names]
+        self.notes.append("output names differ: outputs compared by position")
+        return list(range(len(names)))
+
+    def _load_reference(self, *, native: bool) -> None:
         try:
-            return onnxruntime_runner(model), "onnxruntime"
-        except Exception:  # noqa: BLE001  (what onnxruntime refuses goes to the reference)
-            pass
-    evaluator = ReferenceEvaluator(model, new_ops=[GridSampleKernel])
-    return (lambda feeds: evaluator.run(None, feeds)), "onnx.reference"
+            self.run_reference, self.oracle = model_runner(self.reference, native=native)
+        except Exception as error:  # noqa: BLE001
+            raise VerificationSetupError(
+                f"no runtime can run the reference: {first_line(error)}"
+            ) from None
+
+    def _run_reference(self, feeds: dict) -> list:
+        """Outputs then exposed values; onnx.reference takes over if onnxruntime fails."""
+        try:
+            return self.run_reference(feeds)
+        except Exception as error:  # noqa: BLE001
+            if self.oracle != "onnxruntime":
+                raise VerificationSetupError(f"the reference failed: {first_line(error)}") from None
+            self.notes.append(
+                f"onnxruntime failed on the reference ({first_line(error)}); onnx.reference ran it"
+            )
+            self._load_reference(native=False)
+            return self._run_reference(feeds)
+
+    def sample(self, feeds: dict, k: int, samples: int, progress: Progress) -> None:
+        """Run one input set through everything and fold the figures into the checks."""
+        total = samples * (2 + len(self.probes))
+        done = k * (2 + len(self.probes))
+        progress(done, total, f"sample {k + 1}: reference ({self.oracle})")
+        values = self._run_reference(feeds)
+        progress(done + 1, total, f"sample {k + 1}: candidate ({self.candidate_runtime})")
+        self._compare_outputs(values[: len(self.names)], feeds)
+        captured = {**dict(zip(self.names + self.exposed, values, strict=True)), **feeds}
+        for j, probe in enumerate(self.probes):
+            progress(done + 2 + j, total, f"sample {k + 1}: GridSample {probe.check.name!r}")
+            x = np.asarray(captured[probe.x_name])
+            atol, rtol = self.bounds(probe.check.name, x.dtype, probe.mode)
+            probe.run(x, np.asarray(captured[probe.grid_name]), atol, rtol)
+
+    def _compare_outputs(self, expected: list, feeds: dict) -> None:
+        try:
+            actual = self.run_candidate({k: v for k, v in feeds.items() if k in self.inputs})
+        except Exception as error:  # noqa: BLE001  (a candidate that fails is a finding)
+            for check in self.outputs.values():
+                check.problem = check.problem or f"the candidate failed: {first_line(error)}"
+            return
+        for name, want, index in zip(self.names, expected, self.pairs, strict=True):
+            check = self.outputs[name]
+            if index is None:
+                check.problem = "missing from the candidate's outputs"
+                continue
+            want = np.asarray(want)
+            atol, rtol = self.bounds(name, want.dtype, self.mode[0])
+            check.merge(compare(name, want, np.asarray(actual[index]), atol, rtol))
 
 
-def _compare(name: str, want: np.ndarray, got: np.ndarray, mode: str) -> OutputCheck:
-    atol, rtol = (0.0, 0.0) if want.dtype == object else tolerance(want.dtype, mode)
-    if want.shape != got.shape or want.dtype != got.dtype:
-        problem = f"expected {want.dtype}{list(want.shape)}, got {got.dtype}{list(got.shape)}"
-        return OutputCheck(name, float("inf"), want.size, atol, rtol, problem)
-    if want.dtype == object or want.dtype == np.bool_:
-        bad = want != got
-        return OutputCheck(name, float(bad.any()), int(bad.sum()), atol, rtol)
-    w, g = want.astype(np.float64), got.astype(np.float64)
-    both_nan = np.isnan(w) & np.isnan(g)
-    err = np.where(both_nan, 0.0, np.abs(w - g))
-    err = np.where(np.isnan(err), np.inf, err)
-    bad = err > atol + rtol * np.abs(np.nan_to_num(w))
-    return OutputCheck(name, float(err.max(initial=0.0)), int(bad.sum()), atol, rtol)
+def _native(site: Site) -> bool:
+    """Whether onnxruntime runs the site itself (in a function body, known at the call only)."""
+    if site.spec is None:
+        return site.location.startswith("function")
+    return site.spec.onnxruntime_native and site.spelling_ok
+
+
+def _finite(given: dict[str, np.ndarray]) -> bool:
+    """Whether no given float input holds NaN or infinity."""
+    floats = [v for v in given.values() if v.dtype.kind == "f" or v.dtype.name == "bfloat16"]
+    return all(np.isfinite(v.astype(np.float64)).all() for v in floats)

@@ -1,0 +1,295 @@
+"""Inputs for a verification run: given by the user, or invented where lowerings break.
+
+Inputs that feed a GridSample grid are drawn from [-1.25, 1.25] with lattice points and
+half-way ties mixed in: the exact sampling positions of X's axes (and the midpoints between
+them) when the input *is* the grid, multiples of 1/8 when it only feeds one. Other float inputs
+are standard normal; integer inputs stay small (-8..8 when they feed X, else 0..3); bool and
+string inputs are random too. Symbolic dimensions take the value given in ``dims``, else the
+size a given array shows, else ``DEFAULT_DIM``. What cannot be invented (a shape tensor, an input
+of unknown rank, a sequence) must be given; the error says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import zipfile
+from collections.abc import Iterable, Mapping
+
+import ml_dtypes
+import numpy as np
+import onnx_ir as ir
+
+from gridsample_lower.inventory import Site
+
+__all__ = ["DEFAULT_DIM", "InputPlan", "VerificationSetupError", "load_inputs"]
+
+DEFAULT_DIM = 3  # the size of a symbolic dimension nobody named
+_GRID_RANGE = 1.25
+# Operands that hold shapes, sizes or axes: random values would make no sense there.
+_SHAPE_OPERANDS = {
+    "AffineGrid": {1},
+    "ConstantOfShape": {0},
+    "Expand": {1},
+    "Pad": {1, 3},
+    "Range": {0, 1, 2},
+    "Reshape": {1},
+    "Resize": {3},
+    "Slice": {1, 2, 3, 4},
+    "Split": {1},
+    "Squeeze": {1},
+    "Tile": {1},
+    "TopK": {1},
+    "Unsqueeze": {1},
+}
+
+
+class VerificationSetupError(ValueError):
+    """The check cannot run: an input it cannot read, use or invent, a model nothing runs."""
+
+
+def load_inputs(specs: Iterable[str | os.PathLike]) -> dict[str, np.ndarray]:
+    """Read ``FILE.npz`` (keys are input names) and ``NAME:FILE.npy`` specs into one mapping."""
+    values: dict[str, np.ndarray] = {}
+    for spec in specs:
+        for name, array in _read_spec(os.fspath(spec)).items():
+            if name in values:
+                raise VerificationSetupError(f"input {name!r} is given twice")
+            values[name] = array
+    return values
+
+
+def _read_spec(spec: str) -> dict[str, np.ndarray]:
+    if spec.endswith(".npz"):
+        return dict(_load(spec))
+    # NAME:FILE.npy; a name may hold ':' (tf2onnx's "x:0"), so try each split.
+    for k, char in enumerate(spec):
+        if char == ":" and k and spec.endswith(".npy") and os.path.isfile(spec[k + 1 :]):
+            return {spec[:k]: _load(spec[k + 1 :])}
+    raise VerificationSetupError(
+        f"{spec}: expected FILE.npz or NAME:FILE.npy naming an existing file"
+    )
+
+
+def _load(path: str):
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
+        reason = "no such file" if isinstance(error, FileNotFoundError) else "not readable"
+        raise VerificationSetupError(f"{path}: {reason} ({type(error).__name__})") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Slot:
+    """One graph input to invent: its type, its concrete shape, what it feeds."""
+
+    name: str
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    role: str = ""  # "grid", "x" or ""
+    lattice: tuple[tuple[int, int], ...] = ()  # (axis size, align_corners) per grid component
+
+
+class InputPlan:
+    """How to fill every graph input of a model, one sample at a time.
+
+    Args:
+        model: The reference model, with GridSample inputs typed (``inventory.inferred_types``).
+        sites: Its GridSample nodes.
+        given: Values for some or all inputs; they are used in every sample.
+        dims: Sizes of symbolic dimensions by name.
+
+    Raises:
+        VerificationSetupError: A given value does not fit, a name is unknown, or an input
+            cannot be invented.
+    """
+
+    def __init__(
+        self,
+        model: ir.Model,
+        sites: list[Site],
+        given: Mapping[str, np.ndarray] | None = None,
+        dims: Mapping[str, int] | None = None,
+    ) -> None:
+        inputs = list(model.graph.inputs)
+        self.given = _checked_given(inputs, dict(given or {}))
+        self.dims = _bind_dims(inputs, self.given, dict(dims or {}))
+        roles = _roles(model, sites, self.dims)
+        todo = [v for v in inputs if v.name not in self.given and not v.is_initializer()]
+        self._slots = [_slot(v, self.dims, roles) for v in todo]
+
+    @property
+    def complete(self) -> bool:
+        """Whether every input is given, so that one sample says all there is to say."""
+        return not self._slots
+
+    def draw(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """One set of feeds: the given values and fresh random ones for the rest."""
+        return {**self.given, **{slot.name: _random(slot, rng) for slot in self._slots}}
+
+
+def _checked_given(inputs: list[ir.Value], given: dict) -> dict[str, np.ndarray]:
+    by_name = {v.name: v for v in inputs}
+    for name in given:
+        if name not in by_name:
+            known = ", ".join(repr(n) for n in by_name) or "none"
+            raise VerificationSetupError(f"no graph input named {name!r} (inputs: {known})")
+    return {name: _fit(by_name[name], np.asarray(value)) for name, value in given.items()}
+
+
+def _fit(value: ir.Value, array: np.ndarray) -> np.ndarray:
+    """``array`` as ``value``'s dtype (bfloat16 read from float32 or raw 2-byte records)."""
+    want = np.dtype(value.dtype.numpy()) if value.dtype is not None else array.dtype
+    if want == ml_dtypes.bfloat16 and array.dtype in (np.float32, np.dtype("V2")):
+        array = array.astype(want) if array.dtype == np.float32 else array.view(want)
+    if want.kind == "O" and array.dtype.kind in "US":
+        array = array.astype(object)
+    if array.dtype != want:
+        raise VerificationSetupError(
+            f"input {value.name!r} is {np.dtype(want).name}, the value given is {array.dtype}"
+        )
+    shape = value.shape
+    fits = shape is None or (
+        len(shape) == array.ndim
+        and all(not isinstance(d, int) or d == n for d, n in zip(shape, array.shape, strict=True))
+    )
+    if not fits:
+        raise VerificationSetupError(
+            f"input {value.name!r} has shape {_text(shape)}, the value given {list(array.shape)}"
+        )
+    return array
+
+
+def _text(shape: ir.Shape) -> str:
+    return "[" + ",".join(str(d) if isinstance(d, int) else d.value or "?" for d in shape) + "]"
+
+
+def _bind_dims(inputs: list[ir.Value], given: dict, dims: dict[str, int]) -> dict[str, int]:
+    """Explicit sizes, then the sizes given arrays show; unknown explicit names are errors."""
+    named = {d.value for v in inputs if v.shape for d in v.shape if not isinstance(d, int)}
+    unknown = sorted(set(dims) - named)
+    if unknown:
+        known = ", ".join(sorted(n for n in named if n)) or "none"
+        raise VerificationSetupError(f"no symbolic dimension {unknown[0]!r} (dimensions: {known})")
+    bound = dict(dims)
+    for v in inputs:
+        if v.name not in given or v.shape is None:
+            continue
+        for d, n in zip(v.shape, given[v.name].shape, strict=True):
+            if isinstance(d, int) or not d.value or d.value in dims:
+                continue
+            if bound.setdefault(d.value, n) != n:
+                raise VerificationSetupError(
+                    f"dimension {d.value!r} is {bound[d.value]} in one given input, {n} in "
+                    f"{v.name!r}; set it with dims/--dim"
+                )
+    return bound
+
+
+def _size(dim: int | ir.SymbolicDim, dims: Mapping[str, int]) -> int:
+    return dim if isinstance(dim, int) else dims.get(dim.value or "", DEFAULT_DIM)
+
+
+def _slot(value: ir.Value, dims: Mapping[str, int], roles: dict[str, object]) -> _Slot:
+    ask = f"provide input {value.name!r} (inputs= in Python, --inputs on the command line)"
+    if not isinstance(value.type, ir.TensorType) or value.dtype is None:
+        raise VerificationSetupError(f"cannot invent a {value.type or 'untyped'} value: {ask}")
+    if value.shape is None:
+        raise VerificationSetupError(f"cannot invent a value of unknown rank: {ask}")
+    role = roles.get(value.name, "")
+    if role == "shape":
+        raise VerificationSetupError(f"cannot invent a shape or axes tensor: {ask}")
+    shape = tuple(_size(d, dims) for d in value.shape)
+    dtype = np.dtype(value.dtype.numpy())
+    if not isinstance(role, tuple):
+        return _Slot(value.name, dtype, shape, str(role))
+    fits = len(shape) == len(role) + 2 and shape[-1] == len(role)
+    return _Slot(value.name, dtype, shape, "grid", role if fits else ())
+
+
+def _roles(model: ir.Model, sites: list[Site], dims: Mapping[str, int]) -> dict[str, object]:
+    """Per graph input: "shape", a lattice tuple (it is a grid), "grid" (feeds one) or "x"."""
+    inputs = {v.name for v in model.graph.inputs}
+    roles: dict[str, object] = {}
+    for site in sites:
+        for name in _sources(site.node.inputs[0], inputs):
+            roles.setdefault(name, "x")
+    for site in sites:
+        for name in _sources(site.node.inputs[1], inputs):
+            roles[name] = "grid"
+        grid = site.node.inputs[1]
+        if grid is not None and grid.producer() is None and grid.name in inputs:
+            roles[grid.name] = _lattice_of(site, dims) or "grid"
+    for node in ir.traversal.RecursiveGraphIterator(model.graph):
+        for k in _SHAPE_OPERANDS.get(node.op_type, ()):
+            value = node.inputs[k] if k < len(node.inputs) else None
+            if value is not None and value.producer() is None and value.name in inputs:
+                roles[value.name] = "shape"
+    return roles
+
+
+def _sources(value: ir.Value | None, inputs: set[str]) -> set[str]:
+    """Names of the graph inputs ``value`` is computed from (through subgraphs too)."""
+    stack, seen, found = [value], set(), set()
+    while stack:
+        v = stack.pop()
+        if v is None or id(v) in seen:
+            continue
+        seen.add(id(v))
+        node = v.producer()
+        if node is None:
+            found.update({v.name} & inputs)
+            continue
+        stack.extend(node.inputs)
+        for attr in node.attributes.values():
+            if attr.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS):
+                graphs = attr.value if attr.type == ir.AttributeType.GRAPHS else [attr.value]
+                for graph in graphs:
+                    inner = ir.traversal.RecursiveGraphIterator(graph)
+                    stack.extend(v for n in inner for v in n.inputs)
+    return found
+
+
+def _lattice_of(site: Site, dims: Mapping[str, int]) -> tuple[tuple[int, int], ...] | None:
+    """(size, align_corners) of X's spatial axis per grid component, innermost axis first."""
+    x_shape = site.node.inputs[0].shape if site.node.inputs[0] is not None else None
+    if site.spec is None or x_shape is None or len(x_shape) != site.spec.rank + 2:
+        return None
+    sizes = [_size(d, dims) for d in x_shape[2:]]
+    return tuple((size, site.spec.align_corners) for size in reversed(sizes))
+
+
+def _random(slot: _Slot, rng: np.random.Generator) -> np.ndarray:
+    return np.asarray(_draw(slot, rng), dtype=slot.dtype)
+
+
+def _draw(slot: _Slot, rng: np.random.Generator):
+    dtype, shape = slot.dtype, slot.shape
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    if dtype.kind == "O":
+        return rng.choice(np.array(list("abcdefgh"), dtype=object), size=shape)
+    if dtype.kind in "iu":
+        low, high = (-8 if dtype.kind == "i" else 0, 9) if slot.role == "x" else (0, 4)
+        return rng.integers(low, high, size=shape).astype(dtype)
+    if slot.role != "grid":
+        return rng.standard_normal(shape).astype(dtype)
+    values = rng.uniform(-_GRID_RANGE, _GRID_RANGE, size=shape)
+    eighths = np.arange(-10, 11) / 8.0
+    if not slot.lattice:
+        pick = rng.random(shape) < 0.25
+        return np.where(pick, rng.choice(eighths, size=shape), values).astype(dtype)
+    for c, (size, align_corners) in enumerate(slot.lattice):
+        points = _lattice_points(size, align_corners)
+        pick = rng.random(shape[:-1]) < 0.3
+        chosen = rng.choice(eighths if points is None else points, size=shape[:-1])
+        values[..., c] = np.where(pick, chosen, values[..., c])
+    return values.astype(dtype)
+
+
+def _lattice_points(size: int, align_corners: int) -> np.ndarray | None:
+    """Grid values that land on X's samples and half-way between them, one step beyond."""
+    pixels = np.arange(-2, 2 * size + 1) / 2.0  # -1, -0.5, ..., size
+    if align_corners:
+        return None if size < 2 else 2 * pixels / (size - 1) - 1
+    return (2 * pixels + 1) / size - 1

@@ -1,0 +1,262 @@
+"""Isolate each GridSample: run the node alone and the candidate's region lowered from it.
+
+The reference is run with every GridSample's X and grid exposed as extra outputs (``expose``).
+Each node is then run alone on those values (onnxruntime where it runs the configuration
+natively, else ``onnx.reference`` with ``reference.GridSampleKernel``), and so is its region in
+the candidate: the nodes the lowering named ``<GridSample name>/<Op>_<k>``, whose output is the
+one produced for the GridSample's output name (or else the only one used outside the region),
+or the GridSample of that name if the candidate kept it (partial lowering, opset conversion).
+A node in a subgraph or a function body, or without such a region, is not isolated: it gets an
+unchecked ``NodeCheck`` saying why, and only the whole-model comparison covers it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+from onnx_ir.passes.common import InlinePass
+
+from gridsample_lower.inventory import Site
+from gridsample_lower.reference import GridSampleKernel
+from gridsample_lower.runtime import onnxruntime_runner
+from gridsample_lower.verify_report import NodeCheck, compare
+
+__all__ = [
+    "NodeProbe",
+    "Runner",
+    "candidate_runner",
+    "expose",
+    "first_line",
+    "model_runner",
+    "probe_nodes",
+]
+
+Runner = Callable[[dict], list[np.ndarray]]
+_REGION_NODE = re.compile(r"[A-Za-z][A-Za-z0-9]*_\d+")  # what the emitter appends to the prefix
+
+
+def model_runner(
+    model: onnx.ModelProto, *, native: bool = True, threads: int = 0
+) -> tuple[Runner, str]:
+    """Onnxruntime if ``native`` and it accepts ``model``, else onnx.reference with our kernel.
+
+    ``threads``: onnxruntime's intra-op threads (0: its default); the many small sessions of
+    isolated nodes use 1, since starting a thread pool per session costs more than it saves.
+    """
+    if native:
+        try:
+            return onnxruntime_runner(model, threads=threads), "onnxruntime"
+        except Exception:  # noqa: BLE001  (what onnxruntime refuses goes to the reference)
+            pass
+    evaluator = ReferenceEvaluator(_inline_functions(model), new_ops=[GridSampleKernel])
+    return (lambda feeds: evaluator.run(None, feeds)), "onnx.reference"
+
+
+def _inline_functions(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Inline model-local functions (defaults kept): onnx.reference ignores new_ops in them."""
+    if not model.functions:
+        return model
+    inlined = ir.serde.deserialize_model(model)
+    InlinePass()(inlined)
+    return ir.serde.serialize_model(inlined)
+
+
+@dataclasses.dataclass
+class NodeProbe:
+    """One GridSample of the reference, runnable alone, and the candidate's region for it.
+
+    The region is the nodes lowered from it or, where the candidate kept the node (a partial
+    lowering, an opset conversion), that GridSample.
+    """
+
+    check: NodeCheck
+    x_name: str
+    grid_name: str
+    node_model: onnx.ModelProto
+    region_model: onnx.ModelProto
+    native: bool
+    types: dict[str, int]  # ONNX element type of X and grid by name
+    mode: str
+    kept_native: bool = True  # False: the candidate kept a GridSample onnxruntime cannot run
+    _runners: dict[str, Runner] = dataclasses.field(default_factory=dict)
+
+    def run(self, x: np.ndarray, grid: np.ndarray, atol: float, rtol: float) -> None:
+        """Run both on one sample's X and grid; fold the comparison into ``check``.
+
+        onnxruntime's result is undefined for non-finite grid values: the reference judges those.
+        """
+        finite = bool(np.isfinite(grid.astype(np.float64)).all())
+        (expected,) = self._runner("node" if finite else "reference")({"X": x, "grid": grid})
+        try:
+            (actual,) = self._runner("region")({self.x_name: x, self.grid_name: grid})
+        except Exception as error:  # noqa: BLE001  (any failure of the candidate is a finding)
+            self.check.problem = f"its region in the candidate failed: {first_line(error)}"
+            return
+        self.check.merge(compare(self.check.name, expected, actual, atol, rtol))
+
+    def _runner(self, key: str) -> Runner:
+        if key not in self._runners and key == "region":
+            region = candidate_runner(self.region_model, native=self.kept_native, threads=1)
+            self._runners[key] = region[0]
+        elif key not in self._runners:
+            native = self.native and key == "node"
+            self._runners[key], oracle = model_runner(self.node_model, native=native, threads=1)
+            known = self.check.oracle
+            self.check.oracle = f"{known}+{oracle}" if known and known != oracle else oracle
+        return self._runners[key]
+
+
+def candidate_runner(
+    model: onnx.ModelProto, *, native: bool = True, threads: int = 0
+) -> tuple[Runner, str, str]:
+    """Runner, runtime, and why no runtime can load ``model`` (then the runner raises that)."""
+    try:
+        return (*model_runner(model, native=native, threads=threads), "")
+    except Exception as error:  # noqa: BLE001  (any failure of the candidate is a finding)
+        reason = f"cannot be loaded ({first_line(error)})"
+
+    def refuse(feeds: dict) -> list[np.ndarray]:
+        raise RuntimeError(reason)
+
+    return refuse, "none", reason
+
+
+def first_line(error: BaseException, limit: int = 240) -> str:
+    """An error's first line for a report; if long, its end, where runtimes put the reason."""
+    line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return line if len(line) <= limit else "..." + line[-limit:]
+
+
+def probe_nodes(
+    sites: list[Site], reference: onnx.ModelProto, candidate: onnx.ModelProto
+) -> tuple[list[NodeCheck], list[NodeProbe]]:
+    """A check per site (in order) and a probe for each site that can be isolated.
+
+    ``sites`` must still carry their inferred types (inside ``inventory.inferred_types``).
+    """
+    names = [site.name for site in sites if site.location == "main graph"]
+    consumed = _consumed(candidate.graph) | {o.name for o in candidate.graph.output}
+    checks, probes = [], []
+    for site in sites:
+        check = NodeCheck(site.name, location=site.location)
+        check.configuration = site.spec.label if site.spec else ""
+        checks.append(check)
+        why = _why_not_isolated(site, names)
+        region = None if why else _region(candidate, site, consumed)
+        if isinstance(region, str) or why:
+            check.checked, check.note = False, why or region
+            continue
+        probes.append(_probe(check, site, reference, candidate, region))
+    return checks, probes
+
+
+def expose(reference: onnx.ModelProto, probes: list[NodeProbe]) -> tuple[onnx.ModelProto, list]:
+    """A copy of ``reference`` that also outputs every probe's X and grid, and their names."""
+    graph = reference.graph
+    present = {i.name for i in graph.input} | {o.name for o in graph.output}
+    types = {name: elem for p in probes for name, elem in p.types.items()}
+    extra = [name for name in types if name not in present]
+    if not extra:
+        return reference, []
+    exposed = onnx.ModelProto()
+    exposed.CopyFrom(reference)
+    outputs = [helper.make_tensor_value_info(name, types[name], None) for name in extra]
+    exposed.graph.output.extend(outputs)
+    return exposed, extra
+
+
+def _why_not_isolated(site: Site, main_graph_names: list[str]) -> str:
+    if site.location != "main graph":
+        return f"it lives in {site.location}; checked through the whole model only"
+    if site.spec is None:
+        return f"it cannot be lowered ({site.problem})"
+    if main_graph_names.count(site.name) > 1:
+        return "its name is not unique, so its lowered region cannot be told apart"
+    return ""
+
+
+def _region(candidate: onnx.ModelProto, site: Site, consumed: set[str]):
+    """(nodes, initializers, output name) of the site's region, or why there is none."""
+    prefix = site.name + "/"
+    graph = candidate.graph
+    nodes = [
+        n
+        for n in graph.node
+        if n.name.startswith(prefix) and _REGION_NODE.fullmatch(n.name[len(prefix) :])
+    ]
+    kept = [n for n in graph.node if n.name == site.name and n.op_type == "GridSample"]
+    nodes = kept or nodes
+    if not nodes:
+        return f"no lowered region (nodes named '{prefix}<Op>_<k>') in the candidate"
+    produced = [o for n in nodes for o in n.output if o]
+    initializers = {t.name: t for t in graph.initializer}
+    x_name, grid_name = (v.name for v in site.node.inputs[:2])
+    needed = {i for n in nodes for i in n.input if i and i not in produced}
+    foreign = sorted(needed - {x_name, grid_name} - set(initializers))
+    if foreign:
+        return f"its region in the candidate reads {foreign[0]!r}, not only X, grid, constants"
+    y_name = site.node.outputs[0].name
+    outputs = [o for o in produced if o in consumed or o == y_name]
+    output = y_name if y_name in produced else (outputs[0] if len(outputs) == 1 else None)
+    if output is None:
+        return "the output of its region in the candidate cannot be told"
+    return nodes, [initializers[i] for i in sorted(needed & set(initializers))], output
+
+
+def _probe(check, site: Site, reference, candidate, region) -> NodeProbe:
+    x, grid = site.node.inputs[:2]
+    x_type, grid_type = int(x.dtype), int(grid.dtype)
+    (node,) = [n for n in reference.graph.node if n.name == site.name]
+    alone = onnx.NodeProto()
+    alone.CopyFrom(node)
+    alone.ClearField("input")
+    alone.input.extend(["X", "grid"])
+    alone.ClearField("output")
+    alone.output.append("Y")
+    node_model = _model(reference, [alone], [("X", x_type), ("grid", grid_type)], ("Y", x_type))
+    nodes, initializers, output = region
+    inputs = {x.name: x_type, grid.name: grid_type}  # one input if X and grid are one value
+    region_model = _model(candidate, nodes, list(inputs.items()), (output, x_type), initializers)
+    native = bool(site.spec.onnxruntime_native and site.spelling_ok)
+    kept_native = native or nodes[0].op_type != "GridSample"
+    return NodeProbe(
+        check,
+        x.name,
+        grid.name,
+        node_model,
+        region_model,
+        native,
+        inputs,
+        site.spec.mode,
+        kept_native,
+    )
+
+
+def _model(like: onnx.ModelProto, nodes, inputs, output, initializers=()) -> onnx.ModelProto:
+    """A model of ``nodes`` with untyped-shape inputs and output, ``like``'s opsets and IR."""
+    graph = helper.make_graph(
+        nodes,
+        "isolated",
+        [helper.make_tensor_value_info(name, elem, None) for name, elem in inputs],
+        [helper.make_tensor_value_info(output[0], output[1], None)],
+        list(initializers),
+    )
+    return helper.make_model(graph, opset_imports=like.opset_import, ir_version=like.ir_version)
+
+
+def _consumed(graph: onnx.GraphProto) -> set[str]:
+    """Every name read by a node of ``graph`` or of its subgraphs at any depth."""
+    names = set()
+    for node in graph.node:
+        names.update(node.input)
+        for attr in node.attribute:
+            for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
+                names |= _consumed(sub)
+    return names
