@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+from collections.abc import Callable
 from typing import TypeVar
 
 import onnx
@@ -20,7 +21,7 @@ from onnxscript import rewriter
 
 from gridsample_lower.inventory import find_gridsamples, inferred_types, is_gridsample
 from gridsample_lower.rule import gridsample_rule
-from gridsample_lower.spec import UnsupportedGridSample
+from gridsample_lower.spec import GridSampleSpec, UnsupportedGridSample
 
 __all__ = ["LowerGridSamplePass", "LoweringResult", "lower"]
 
@@ -38,27 +39,35 @@ class LowerGridSamplePass(ir.passes.InPlacePass):
     """Replace every GridSample (graph, subgraphs, functions) by primitive standard ops.
 
     Raises UnsupportedGridSample, naming the node and the reason, if one cannot be lowered;
-    with ``strict=False`` such nodes are left in place instead.
+    with ``strict=False`` such nodes are left in place instead. With ``select``, only the nodes
+    whose spec it accepts are lowered (after functions holding a GridSample are inlined); nodes
+    it cannot judge, having no spec, are left in place too.
     """
 
-    def __init__(self, *, strict: bool = True) -> None:
+    def __init__(
+        self, *, strict: bool = True, select: Callable[[GridSampleSpec], bool] | None = None
+    ) -> None:
         super().__init__()
         self.strict = strict
+        self.select = select
 
     def call(self, model: ir.Model) -> LoweringResult:
-        _name_unnamed(model, find_gridsamples(model))
+        name_unnamed(model, find_gridsamples(model))
         inlined = _inline_functions_with_gridsample(model)
         with inferred_types(model):
-            sites = find_gridsamples(model)
+            sites = [site for site in find_gridsamples(model) if self._selected(site.spec)]
             problems = [site for site in sites if site.spec is None]
             if problems and self.strict:
                 raise UnsupportedGridSample(problems[0].name, problems[0].problem or "unsupported")
-            count = _apply_rule(model)
+            count = _apply_rule(model, self.select)
         lowered = collections.Counter(site.spec.label for site in sites if site.spec is not None)
         if count != sum(lowered.values()):
             left = [s.name for s in find_gridsamples(model)]
             raise UnsupportedGridSample(left[0] if left else "?", "the rewrite rule declined it")
         return LoweringResult(model, modified=bool(count or inlined), lowered=dict(lowered))
+
+    def _selected(self, spec: GridSampleSpec | None) -> bool:
+        return self.select is None or (spec is not None and self.select(spec))
 
 
 def lower(model: ModelT, *, strict: bool = True) -> ModelT:
@@ -79,7 +88,7 @@ def lower_with_report(model: ModelT, *, strict: bool = True) -> tuple[ModelT, di
     return out, result.lowered
 
 
-def _apply_rule(model: ir.Model) -> int:
+def _apply_rule(model: ir.Model, select: Callable[[GridSampleSpec], bool] | None) -> int:
     """Apply the rule everywhere, keeping other nodes' names as they were.
 
     ``apply_to_model`` ends with a NameFixPass that names every unnamed node in the model;
@@ -88,7 +97,7 @@ def _apply_rule(model: ir.Model) -> int:
     unnamed = [n for n in ir.traversal.RecursiveGraphIterator(model.graph) if not n.name]
     for function in model.functions.values():
         unnamed.extend(n for n in ir.traversal.RecursiveGraphIterator(function) if not n.name)
-    count = rewriter.RewriteRuleSet([gridsample_rule()]).apply_to_model(model)
+    count = rewriter.RewriteRuleSet([gridsample_rule(select)]).apply_to_model(model)
     for node in unnamed:
         node.name = ""
     return count
@@ -115,8 +124,11 @@ def _inline_functions_with_gridsample(model: ir.Model) -> bool:
     return InlinePass(criteria=lambda f: holds[f.identifier()])(model).modified
 
 
-def _name_unnamed(model: ir.Model, sites) -> None:
-    """Give unnamed GridSample nodes a unique name: their lowered nodes are prefixed with it."""
+def name_unnamed(model: ir.Model, sites) -> None:
+    """Give unnamed GridSample nodes a unique name: their lowered nodes are prefixed with it.
+
+    Public so the verifier names nodes exactly as the pass does.
+    """
     graphs = [model.graph, *model.functions.values()]
     taken = {n.name for g in graphs for n in ir.traversal.RecursiveGraphIterator(g) if n.name}
     k = 0
