@@ -14,7 +14,16 @@ import sys
 import click
 import onnx
 import onnx_ir as ir
-from gridsample_lower.cli.common import Failure, load_model, parse_dims, say, write_atomically
+from gridsample_lower.cli.common import (
+    Failure,
+    load_model,
+    run_verification,
+    say,
+    verify_options,
+    write_atomically,
+)
+from gridsample_lower.cli.convert import downgrade, upgrade
+from gridsample_lower.cli.verify import verify
 
 import gridsample_lower
 from gridsample_lower.inventory import find_gridsamples
@@ -39,21 +48,15 @@ def main() -> None:
     help="Where to write the lowered model.",
 )
 @click.option("--no-verify", is_flag=True, help="Skip the numerical check against the original.")
-@click.option("--samples", default=2, show_default=True, help="Random input sets to check.")
-@click.option("--seed", default=0, show_default=True, help="Seed of the random inputs.")
-@click.option(
-    "--dim",
-    "dims",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="Size of a symbolic dimension in the check (default 3).",
-)
+@verify_options
 @click.option("-q", "--quiet", is_flag=True, help="Print errors only.")
-def lower(model_path, output, no_verify, samples, seed, dims, quiet) -> None:
+def lower(model_path, output, no_verify, quiet, **check) -> None:
     """Lower every GridSample in IN (graph, subgraphs, functions) and write OUT.
 
-    The rewrite is checked on random inputs against the original (onnxruntime where it runs
-    the original, else onnx.reference) before anything is written.
+    Before anything is written, the lowered model is checked against the original as
+    `gridsample-lower verify` does (same options): every output, and every GridSample alone
+    against the nodes it was lowered to. On a mismatch the report is printed, nothing is
+    written and the exit code is 1.
     """
     model = load_model(model_path)
     try:
@@ -64,17 +67,17 @@ def lower(model_path, output, no_verify, samples, seed, dims, quiet) -> None:
         write_atomically(output, lambda tmp: shutil.copyfile(model_path, tmp))
         say(quiet, f"no GridSample in {model_path}; written unchanged to {output}")
         return
-    if not no_verify:
-        result = gridsample_lower.verify_lowering(
-            model, lowered, samples=samples, seed=seed, dims=parse_dims(dims)
-        )
-        if not result.ok:
-            raise Failure(f"{model_path}: {result.summary()}; nothing written", exit_code=1)
+    if no_verify and check["report_path"]:
+        raise click.UsageError("--report needs the check: drop --no-verify")
+    result = None if no_verify else run_verification(model, lowered, quiet=quiet, **check)
+    if result is not None and not result.ok:
+        click.echo(result.table())
+        raise Failure(f"{model_path}: {result.summary()}; nothing written", exit_code=1)
     write_atomically(output, lambda tmp: onnx.save_model(lowered, tmp))
     for label, count in sorted(report.items()):
         say(quiet, f"{count} x {label}")
-    check = "not verified (--no-verify)" if no_verify else result.summary()
-    say(quiet, f"wrote {output}: {sum(report.values())} GridSample lowered, {check}")
+    verdict = "not verified (--no-verify)" if result is None else result.summary()
+    say(quiet, f"wrote {output}: {sum(report.values())} GridSample lowered, {verdict}")
 
 
 @main.command()
@@ -114,6 +117,10 @@ def _table(rows: list[dict]) -> None:
     for r in text:
         click.echo("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
 
+
+main.add_command(verify)
+main.add_command(upgrade)
+main.add_command(downgrade)
 
 if __name__ == "__main__":
     sys.exit(main())

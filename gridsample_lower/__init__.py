@@ -1,24 +1,42 @@
 """Lower ONNX GridSample to primitive ops that every runtime has."""
 
+from gridsample_lower.opset import OpsetConversionError, downgrade, upgrade
 from gridsample_lower.passes import LowerGridSamplePass, LoweringResult, lower, lower_with_report
 from gridsample_lower.registry import supported_specs
 from gridsample_lower.rule import GridSampleLowering, gridsample_rule
 from gridsample_lower.spec import GridSampleSpec, UnsupportedGridSample
-from gridsample_lower.verify import VerificationError, verify_lowering
+from gridsample_lower.targets import TARGETS, Target
+from gridsample_lower.verify import (
+    NodeCheck,
+    OutputCheck,
+    VerificationError,
+    VerificationReport,
+    VerificationSetupError,
+    verify,
+)
 
 __all__ = [
+    "TARGETS",
     "GridSampleLowering",
     "GridSampleSpec",
     "LowerGridSamplePass",
     "LoweringResult",
+    "NodeCheck",
+    "OpsetConversionError",
+    "OutputCheck",
+    "Target",
     "UnsupportedGridSample",
     "VerificationError",
+    "VerificationReport",
+    "VerificationSetupError",
     "__version__",
+    "downgrade",
     "gridsample_rule",
     "lower",
     "lower_with_report",
     "supported_specs",
-    "verify_lowering",
+    "upgrade",
+    "verify",
 ]
 
 __version__ = "0.1.0"
