@@ -11,7 +11,8 @@ float64; ``nearest`` gathers the values themselves, so it is exact for any dtype
 
 Non-finite coordinates: NaN or +-inf give NaN for linear/cubic (the tap weights are
 NaN), which becomes 0 for integer outputs. For nearest, NaN maps to index 0
-(border/reflection) or gives 0 (zeros padding); +-inf behaves like a huge finite value.
+(border/reflection) or gives 0 (zeros padding); +-inf behaves like a huge finite value,
+except under reflection, where folding it has no meaning and it counts as NaN.
 """
 
 from __future__ import annotations
@@ -106,6 +107,12 @@ def grid_sample(x, grid, mode="linear", padding_mode="zeros", align_corners=0):
     axes = []
     for k, size in enumerate(dims):
         coord = _unnormalize(g[:, :, r - 1 - k], size, align_corners)
+        if padding_mode == "reflection":  # folding an infinite coordinate has no meaning
+            coord = np.where(np.isinf(coord), np.nan, coord)
+        else:
+            # Past a few pixels outside, every tap is dropped or clamped alike; bounding the
+            # coordinate there keeps floor(x) + 1 - x exact when |x| is huge (1e30 + 1 == 1e30).
+            coord = np.where(np.isinf(coord), coord, np.clip(coord, -size - 8.0, 2.0 * size + 8.0))
         if mode == "nearest":
             taps = [(np.rint(coord), None)]
         else:

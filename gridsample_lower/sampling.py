@@ -184,7 +184,11 @@ def _zeros(em: Emitter, dtype: ir.DataType, shape: list[int | ir.Value]) -> ir.V
 
 
 def interpolate(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, kernel: Kernel):
-    """Separable interpolation (linear, cubic): weighted sum of the kernel's taps on every axis."""
+    """Separable interpolation (linear, cubic): weighted sum of the kernel's taps on every axis.
+
+    A NaN or infinite grid coordinate gives NaN (0 for integer X), like the reference kernel;
+    the taps themselves always stay in range.
+    """
     r, ct = spec.rank, compute_dtype(spec)
     indices, weights = [], None
     for axis, g in enumerate(grid_coordinates(em, grid, spec)):
@@ -195,6 +199,7 @@ def interpolate(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, 
         index, inside = tap_indices(em, positions, axis, spec, ct)
         if inside is not None:
             w = em.Where(inside, w, em.const(0.0, ct))
+        w = em.Add(w, em.Sub(g, g))  # 0, or NaN where g is NaN or infinite: the result is NaN
         indices.append(index)
         weights = w if weights is None else em.Mul(weights, w)
     taps = len(kernel.offsets) ** r
@@ -207,6 +212,7 @@ def _cast_result(em: Emitter, y: ir.Value, spec: GridSampleSpec, ct) -> ir.Value
     if spec.x_dtype == ct:
         return y
     if spec.x_dtype.is_integer():
+        y = em.Where(em.Equal(y, y), y, em.const(0.0, ct))  # NaN -> 0
         info = np.iinfo(spec.x_dtype.numpy())
         # The largest float64 values that still fit the integer type.
         low, high = float(info.min), float(np.nextafter(float(info.max) + 1.0, 0.0))
