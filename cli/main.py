@@ -14,6 +14,7 @@ import sys
 import click
 import onnx
 import onnx_ir as ir
+from gridsample_lower.cli.choices import selection_options
 from gridsample_lower.cli.common import (
     Failure,
     load_model,
@@ -27,9 +28,13 @@ from gridsample_lower.cli.verify import verify
 
 import gridsample_lower
 from gridsample_lower.inventory import find_gridsamples
+from gridsample_lower.passes import selection_of
 from gridsample_lower.registry import support_matrix
+from gridsample_lower.targets import TARGETS
 
 __all__ = ["main"]
+
+SELECTION_KEYS = ("target", "lower_all", "only", "skip", "modes", "ranks", "index_dtype")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -47,25 +52,39 @@ def main() -> None:
     type=click.Path(dir_okay=False, path_type=pathlib.Path),
     help="Where to write the lowered model.",
 )
+@selection_options
+@click.option(
+    "--as-functions",
+    is_flag=True,
+    help="Emit each configuration once as a function (domain gridsample_lower).",
+)
 @click.option("--no-verify", is_flag=True, help="Skip the numerical check against the original.")
 @verify_options
 @click.option("-q", "--quiet", is_flag=True, help="Print errors only.")
-def lower(model_path, output, no_verify, quiet, **check) -> None:
-    """Lower every GridSample in IN (graph, subgraphs, functions) and write OUT.
+def lower(model_path, output, as_functions, no_verify, quiet, **options) -> None:
+    """Lower the GridSample nodes in IN (graph, subgraphs, functions) and write OUT.
 
+    By default every GridSample is lowered; --target keeps what a runtime runs natively and
+    uses only the ops it has, and --only/--skip/--modes/--ranks narrow the choice further.
     Before anything is written, the lowered model is checked against the original as
     `gridsample-lower verify` does (same options): every output, and every GridSample alone
     against the nodes it was lowered to. On a mismatch the report is printed, nothing is
     written and the exit code is 1.
     """
+    choices = {k: options.pop(k) for k in SELECTION_KEYS}
+    check = options
     model = load_model(model_path)
     try:
-        lowered, report = gridsample_lower.lower_with_report(model)
-    except gridsample_lower.UnsupportedGridSample as error:
+        lowered, report = gridsample_lower.lower_with_report(
+            model, as_functions=as_functions, **choices
+        )
+    except (gridsample_lower.UnsupportedGridSample, ValueError) as error:
         raise Failure(f"{model_path}: {error}") from None
     if not report:
         write_atomically(output, lambda tmp: shutil.copyfile(model_path, tmp))
-        say(quiet, f"no GridSample in {model_path}; written unchanged to {output}")
+        kept = len(find_gridsamples(ir.serde.deserialize_model(model)))
+        what = f"nothing to lower ({kept} GridSample kept)" if kept else "no GridSample"
+        say(quiet, f"{what} in {model_path}; written unchanged to {output}")
         return
     if no_verify and check["report_path"]:
         raise click.UsageError("--report needs the check: drop --no-verify")
@@ -85,10 +104,23 @@ def lower(model_path, output, no_verify, quiet, **check) -> None:
 @click.option(
     "--json", "as_json", is_flag=True, help="One JSON object per line instead of a table."
 )
-def inspect(model_path, as_json) -> None:
-    """List every GridSample in IN: where it lives, its configuration, whether it can be lowered."""
+@selection_options
+def inspect(model_path, as_json, **choices) -> None:
+    """List every GridSample in IN: where it lives, its configuration, whether it can be lowered.
+
+    The last column says what `lower` would do with the same options, and why.
+    """
     model = ir.serde.deserialize_model(load_model(model_path))
-    rows = [site.describe() for site in find_gridsamples(model, infer=True)]
+    try:
+        selection = selection_of(**choices)
+    except ValueError as error:
+        raise Failure(str(error)) from None
+    rows = []
+    for site in find_gridsamples(model, infer=True):
+        row = site.describe()
+        kept = site.spec and selection.why_kept(site.node.name, site.spec)
+        row["would"] = "keep: " + kept if kept else ("lower" if site.spec else "cannot lower")
+        rows.append(row)
     if as_json:
         for row in rows:
             click.echo(json.dumps(row))
@@ -97,6 +129,14 @@ def inspect(model_path, as_json) -> None:
         click.echo(f"no GridSample in {model_path}")
         return
     _table(rows)
+
+
+@main.command()
+def targets() -> None:
+    """List the targets --target accepts, with what each one means."""
+    width = max(map(len, TARGETS))
+    for name, target in TARGETS.items():
+        click.echo(f"{name.ljust(width)}  {target.description}")
 
 
 @main.command()

@@ -82,7 +82,7 @@ def downgrade(model: ModelT, opset: int = 16, *, lower_rest: bool = False) -> Mo
                 "nodes with --lower-rest"
             )
         if blocked:
-            LowerGridSamplePass(select=lambda spec: _blocker(spec, opset) is not None)(work)
+            LowerGridSamplePass(select=lambda _, spec: _blocker(spec, opset) is not None)(work)
         return _convert(work, opset, upward=False)
 
     return _on_copy(model, run)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 import onnx
@@ -19,11 +19,14 @@ import onnx_ir as ir
 from onnx_ir.passes.common import InlinePass
 from onnxscript import rewriter
 
-from gridsample_lower.inventory import find_gridsamples, inferred_types, is_gridsample
+from gridsample_lower.functions import call_functions
+from gridsample_lower.inventory import Site, find_gridsamples, inferred_types, is_gridsample
 from gridsample_lower.rule import gridsample_rule
+from gridsample_lower.selection import Selection
 from gridsample_lower.spec import GridSampleSpec, UnsupportedGridSample
+from gridsample_lower.targets import Target, get_target
 
-__all__ = ["LowerGridSamplePass", "LoweringResult", "lower"]
+__all__ = ["LowerGridSamplePass", "LoweringResult", "lower", "lower_with_report", "selection_of"]
 
 ModelT = TypeVar("ModelT", onnx.ModelProto, ir.Model)
 
@@ -45,50 +48,133 @@ class LowerGridSamplePass(ir.passes.InPlacePass):
     """
 
     def __init__(
-        self, *, strict: bool = True, select: Callable[[GridSampleSpec], bool] | None = None
+        self,
+        *,
+        strict: bool = True,
+        select: Callable[[str, GridSampleSpec], bool] | None = None,
+        target: Target | str = "generic",
+        as_functions: bool = False,
     ) -> None:
         super().__init__()
         self.strict = strict
         self.select = select
+        self.target = get_target(target)
+        self.as_functions = as_functions
 
     def call(self, model: ir.Model) -> LoweringResult:
         name_unnamed(model, find_gridsamples(model))
         inlined = _inline_functions_with_gridsample(model)
         with inferred_types(model):
-            sites = [site for site in find_gridsamples(model) if self._selected(site.spec)]
+            sites = [site for site in find_gridsamples(model) if self._selected(site)]
             problems = [site for site in sites if site.spec is None]
             if problems and self.strict:
                 raise UnsupportedGridSample(problems[0].name, problems[0].problem or "unsupported")
-            count = _apply_rule(model, self.select)
+            if self.as_functions:
+                count = call_functions(model, [s for s in sites if s.spec], self.target)
+            else:
+                count = _apply_rule(model, self.select, self.target)
         lowered = collections.Counter(site.spec.label for site in sites if site.spec is not None)
         if count != sum(lowered.values()):
             left = [s.name for s in find_gridsamples(model)]
             raise UnsupportedGridSample(left[0] if left else "?", "the rewrite rule declined it")
         return LoweringResult(model, modified=bool(count or inlined), lowered=dict(lowered))
 
-    def _selected(self, spec: GridSampleSpec | None) -> bool:
-        return self.select is None or (spec is not None and self.select(spec))
+    def _selected(self, site: Site) -> bool:
+        if self.select is None:
+            return True
+        if site.spec is None:  # a Selection still reports it (strict); other filters skip it
+            return isinstance(self.select, Selection) and self.select.names(site.node.name)
+        return self.select(site.node.name, site.spec)
 
 
-def lower(model: ModelT, *, strict: bool = True) -> ModelT:
-    """Lower every GridSample of ``model``; returns a new model of the same kind.
+def lower(
+    model: ModelT,
+    *,
+    target: Target | str = "generic",
+    lower_all: bool = False,
+    only: Iterable[str] = (),
+    skip: Iterable[str] = (),
+    modes: Iterable[str] = (),
+    ranks: Iterable[int] = (),
+    index_dtype: ir.DataType | str | None = None,
+    as_functions: bool = False,
+    strict: bool = True,
+) -> ModelT:
+    """Lower the GridSample nodes of ``model``; returns a new model of the same kind.
 
-    The input is not modified. Accepts ``onnx.ModelProto`` or ``onnx_ir.Model``.
+    Args:
+        model: ``onnx.ModelProto`` or ``onnx_ir.Model``; it is not modified.
+        target: A name from ``TARGETS`` (or a ``Target``): the ops the lowered graph may use,
+            its index type, and the configurations it runs natively, which are kept.
+        lower_all: Lower what the target runs natively too.
+        only, skip: Node names to lower exclusively, or to leave alone.
+        modes, ranks: Lower only these modes / spatial ranks.
+        index_dtype: "int32" or "int64" gather indices, overriding the target's choice.
+        as_functions: Emit each configuration once as a model-local function (domain
+            ``gridsample_lower``) and call it, instead of inlining the ops at every node.
+        strict: Raise ``UnsupportedGridSample`` for a selected node that cannot be lowered;
+            otherwise leave it.
     """
-    return lower_with_report(model, strict=strict)[0]
+    return lower_with_report(
+        model,
+        target=target,
+        lower_all=lower_all,
+        only=only,
+        skip=skip,
+        modes=modes,
+        ranks=ranks,
+        index_dtype=index_dtype,
+        as_functions=as_functions,
+        strict=strict,
+    )[0]
 
 
-def lower_with_report(model: ModelT, *, strict: bool = True) -> tuple[ModelT, dict[str, int]]:
+def lower_with_report(
+    model: ModelT, *, strict: bool = True, as_functions: bool = False, **choices
+) -> tuple[ModelT, dict[str, int]]:
     """``lower``, plus the count of lowered nodes per configuration label."""
+    selection = selection_of(**choices)
     is_proto = isinstance(model, onnx.ModelProto)
     proto = model if is_proto else ir.serde.serialize_model(model)
     work = ir.serde.deserialize_model(proto)
-    result = LowerGridSamplePass(strict=strict)(work)
+    lowering = LowerGridSamplePass(
+        strict=strict, select=selection, target=selection.target, as_functions=as_functions
+    )
+    result = lowering(work)
     out = ir.serde.serialize_model(result.model) if is_proto else result.model
     return out, result.lowered
 
 
-def _apply_rule(model: ir.Model, select: Callable[[GridSampleSpec], bool] | None) -> int:
+def selection_of(
+    *,
+    target: Target | str = "generic",
+    lower_all: bool = False,
+    only: Iterable[str] = (),
+    skip: Iterable[str] = (),
+    modes: Iterable[str] = (),
+    ranks: Iterable[int] = (),
+    index_dtype: ir.DataType | str | None = None,
+) -> Selection:
+    """The Selection for ``lower``'s keyword arguments (the CLI passes the same ones)."""
+    chosen = get_target(target)
+    if index_dtype is not None:
+        dtype = ir.DataType[index_dtype.upper()] if isinstance(index_dtype, str) else index_dtype
+        if dtype not in (ir.DataType.INT32, ir.DataType.INT64):
+            raise ValueError(f"index_dtype must be int32 or int64, not {index_dtype}")
+        chosen = dataclasses.replace(chosen, index_dtype=dtype)
+    return Selection(
+        chosen,
+        lower_all,
+        frozenset(only),
+        frozenset(skip),
+        frozenset(modes),
+        frozenset(int(r) for r in ranks),
+    )
+
+
+def _apply_rule(
+    model: ir.Model, select: Callable[[str, GridSampleSpec], bool] | None, target: Target
+) -> int:
     """Apply the rule everywhere, keeping other nodes' names as they were.
 
     ``apply_to_model`` ends with a NameFixPass that names every unnamed node in the model;
@@ -97,7 +183,7 @@ def _apply_rule(model: ir.Model, select: Callable[[GridSampleSpec], bool] | None
     unnamed = [n for n in ir.traversal.RecursiveGraphIterator(model.graph) if not n.name]
     for function in model.functions.values():
         unnamed.extend(n for n in ir.traversal.RecursiveGraphIterator(function) if not n.name)
-    count = rewriter.RewriteRuleSet([gridsample_rule(select)]).apply_to_model(model)
+    count = rewriter.RewriteRuleSet([gridsample_rule(select, target)]).apply_to_model(model)
     for node in unnamed:
         node.name = ""
     return count

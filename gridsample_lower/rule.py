@@ -27,12 +27,13 @@ RULE_NAME = "LowerGridSample"
 class GridSampleLowering(rewriter.RewriteRuleClassBase):
     """GridSample(X, grid) -> primitive ops, for every rank, mode, padding and align_corners.
 
-    With ``select``, only nodes whose spec it accepts are lowered; the rule declines the others.
+    With ``select(node name, spec)``, only the nodes it accepts are lowered; the rule declines
+    the others.
     """
 
     def __init__(
         self,
-        select: Callable[[GridSampleSpec], bool] | None = None,
+        select: Callable[[str, GridSampleSpec], bool] | None = None,
         target: Target | str = "generic",
     ) -> None:
         super().__init__(name=RULE_NAME)
@@ -48,7 +49,7 @@ class GridSampleLowering(rewriter.RewriteRuleClassBase):
             spec = GridSampleSpec.from_node(y.producer())
         except UnsupportedGridSample as error:
             return result.fail(error.reason, y.producer())
-        if self.select is not None and not self.select(spec):
+        if self.select is not None and not self.select(y.producer().name, spec):
             return result.fail(f"{spec.label} is not selected", y.producer())
         return result
 
@@ -65,13 +66,13 @@ class GridSampleLowering(rewriter.RewriteRuleClassBase):
 
 
 def gridsample_rule(
-    select: Callable[[GridSampleSpec], bool] | None = None,
+    select: Callable[[str, GridSampleSpec], bool] | None = None,
     target: Target | str = "generic",
 ) -> rewriter.RewriteRule:
     """The rule, ready for ``onnxscript.rewriter.rewrite`` or a ``RewriteRuleSet``.
 
     Args:
-        select: If given, only GridSample nodes whose spec it accepts are lowered.
+        select: If given, only the GridSample nodes it accepts (by name and spec) are lowered.
         target: The target whose ops the lowered graph may use (see ``targets.TARGETS``).
     """
     return GridSampleLowering.rule(select, target)

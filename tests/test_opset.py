@@ -382,7 +382,7 @@ def test_targets_outside_the_range_or_the_direction_are_refused(convert, message
 
 def test_pass_select_lowers_only_the_selected_nodes(rng):
     model = ir.serde.deserialize_model(onnx.parser.parse_model(MIXED_RANKS))
-    result = LowerGridSamplePass(select=lambda spec: spec.rank == 3)(model)
+    result = LowerGridSamplePass(select=lambda _name, spec: spec.rank == 3)(model)
     assert result.modified and result.lowered == {"r3 linear border align_corners=0": 1}
     assert [s.name for s in find_gridsamples(model)] == ["flat"]
-    assert LowerGridSamplePass(select=lambda spec: spec.rank == 3)(model).modified is False
+    assert LowerGridSamplePass(select=lambda _name, spec: spec.rank == 3)(model).modified is False

@@ -119,3 +119,33 @@ def test_unlowerable_node_is_named(tmp_path):
     result = cli("lower", src, "-o", out)
     assert result.returncode == 2 and "'warp7'" in result.stderr and "quintic" in result.stderr
     assert not out.exists()
+
+
+def test_targets_lists_every_profile():
+    from gridsample_lower.targets import TARGETS
+
+    result = cli("targets")
+    assert result.returncode == 0
+    assert [line.split()[0] for line in result.stdout.splitlines()] == list(TARGETS)
+
+
+def test_inspect_and_lower_with_a_target(tmp_path, rng):
+    rows = [
+        json.loads(line)
+        for line in cli("inspect", EXAMPLE, "--json", "--target", "onnxruntime").stdout.splitlines()
+    ]
+    assert [r["would"] for r in rows] == ["keep: onnxruntime runs it natively", "lower"]
+    out = tmp_path / "out.onnx"
+    result = cli("lower", EXAMPLE, "-o", out, "--target", "onnxruntime", "--as-functions")
+    assert result.returncode == 0, result.stderr
+    assert "1 x r2 cubic border align_corners=1" in result.stdout
+    lowered = onnx.load(out)
+    assert [n.op_type for n in lowered.graph.node].count("GridSample") == 1
+    assert len(lowered.functions) == 1
+    feeds = {"image": rng.standard_normal((1, 3, 32, 32)).astype(np.float32)}
+    assert_close(run_ort(lowered, feeds), run_ort(onnx.load(EXAMPLE), feeds), "cubic")
+
+
+def test_bad_target_is_a_usage_error(tmp_path):
+    result = cli("lower", EXAMPLE, "-o", tmp_path / "o.onnx", "--target", "tpu9000")
+    assert result.returncode == 2 and "tpu9000" in result.stderr

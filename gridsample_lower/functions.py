@@ -1,0 +1,80 @@
+"""Emit each lowered configuration once, as a model-local function, and call it at every node.
+
+A graph then stays readable in a viewer (one call where each GridSample was), and a runtime
+may choose to run the function natively. The body is the lowering of a one-node model with
+symbolic sizes, the same rank and the same dtypes, so one function serves every call.
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from gridsample_lower.inventory import Site
+from gridsample_lower.spec import GridSampleSpec
+from gridsample_lower.targets import Target
+
+__all__ = ["DOMAIN", "call_functions", "function_name"]
+
+DOMAIN = "gridsample_lower"
+
+
+def function_name(spec: GridSampleSpec) -> str:
+    """``GridSample_r2_linear_zeros_ac0_float_float``: one per configuration and dtypes."""
+    dtypes = f"{spec.x_dtype.name.lower()}_{spec.grid_dtype.name.lower()}"
+    return (
+        f"GridSample_r{spec.rank}_{spec.mode}_{spec.padding_mode}_ac{spec.align_corners}_{dtypes}"
+    )
+
+
+def call_functions(model: ir.Model, sites: list[Site], target: Target) -> int:
+    """Replace each site's GridSample by a call of its configuration's function."""
+    opset = model.opset_imports.get("", 20)
+    for site in sites:
+        name = function_name(site.spec)
+        if (DOMAIN, name, "") not in model.functions:
+            model.functions[(DOMAIN, name, "")] = _function(name, site.spec, target, opset)
+        node = site.node
+        call = ir.Node(DOMAIN, name, node.inputs[:2], num_outputs=1, name=node.name)
+        ir.convenience.replace_nodes_and_values(
+            node.graph, node, [node], [call], node.outputs, call.outputs
+        )
+    if sites:
+        model.opset_imports.setdefault(DOMAIN, 1)
+    return len(sites)
+
+
+def _function(name: str, spec: GridSampleSpec, target: Target, opset: int) -> ir.Function:
+    from gridsample_lower.passes import LowerGridSamplePass  # (the pass uses this module)
+
+    r = spec.rank
+    x = ir.Value(
+        name="X",
+        type=ir.TensorType(spec.x_dtype),
+        shape=ir.Shape(["N", "C", *[f"d{i}" for i in range(r)]]),
+    )
+    grid = ir.Value(
+        name="grid",
+        type=ir.TensorType(spec.grid_dtype),
+        shape=ir.Shape(["N", *[f"o{i}" for i in range(r)], r]),
+    )
+    node = ir.Node(
+        "",
+        "GridSample",
+        [x, grid],
+        name="GridSample",
+        attributes=[
+            ir.AttrString("mode", spec.mode),
+            ir.AttrString("padding_mode", spec.padding_mode),
+            ir.AttrInt64("align_corners", spec.align_corners),
+        ],
+    )
+    node.outputs[0].name = "Y"
+    graph = ir.Graph(
+        [x, grid], node.outputs, nodes=[node], opset_imports={"": max(opset, 20)}, name=name
+    )
+    LowerGridSamplePass(target=target)(ir.Model(graph, ir_version=10))
+    graph.opset_imports.clear()
+    graph.opset_imports[""] = opset
+    for value in (*graph.inputs, *graph.outputs):
+        value.type, value.shape = None, None  # a function's signature is untyped
+    return ir.Function(DOMAIN, name, "", graph=graph, attributes=())

@@ -1,0 +1,45 @@
+"""Which GridSample nodes to lower: a target's native set, node names, modes and ranks.
+
+One object answers for the pass, the rule, ``inspect --target`` and the CLI, and says why a
+node is kept, so "what would be lowered and why" is never computed twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from gridsample_lower.spec import GridSampleSpec
+from gridsample_lower.targets import TARGETS, Target
+
+__all__ = ["Selection"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Selection:
+    """Lower every GridSample except those a filter or the target keeps."""
+
+    target: Target = TARGETS["generic"]
+    lower_all: bool = False  # also lower what the target runs natively
+    only: frozenset[str] = frozenset()  # node names; empty means all
+    skip: frozenset[str] = frozenset()
+    modes: frozenset[str] = frozenset()  # empty means all
+    ranks: frozenset[int] = frozenset()
+
+    def names(self, name: str) -> bool:
+        """Whether the name filters let this node through (all a node without a spec can say)."""
+        return (not self.only or name in self.only) and name not in self.skip
+
+    def why_kept(self, name: str, spec: GridSampleSpec) -> str | None:
+        """None if the node is to be lowered, else the reason it is kept."""
+        if not self.names(name):
+            return "not named by --only" if name not in self.skip else "named by --skip"
+        if self.modes and spec.mode not in self.modes:
+            return f"mode {spec.mode} not selected"
+        if self.ranks and spec.rank not in self.ranks:
+            return f"rank {spec.rank} not selected"
+        if not self.lower_all and self.target.keeps(spec):
+            return f"{self.target.name} runs it natively"
+        return None
+
+    def __call__(self, name: str, spec: GridSampleSpec) -> bool:
+        return self.why_kept(name, spec) is None

@@ -1,0 +1,50 @@
+"""A second runtime: OpenVINO runs what gridsample-lower writes, and refuses what it replaces.
+
+OpenVINO runs GridSample only for 4-D inputs; after lowering, 5-D and 3-D models run there
+too and match the reference. With --target openvino the 4-D nodes stay native.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import assert_close, gridsample_model, make_grid
+
+from gridsample_lower import lower
+from gridsample_lower.reference import grid_sample
+
+ov = pytest.importorskip("openvino")
+
+
+def _compile(model):
+    core = ov.Core()
+    return core.compile_model(core.read_model(model.SerializeToString(), b""), "CPU")
+
+
+@pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
+@pytest.mark.parametrize(
+    "shape", [((1, 3, 4, 5, 6), (1, 2, 3, 4, 3)), ((2, 3, 7), (2, 5, 1))], ids=["5-D", "3-D"]
+)
+def test_models_openvino_refuses_run_after_lowering(mode, shape, rng):
+    x_shape, grid_shape = shape
+    model = gridsample_model(list(x_shape), list(grid_shape), mode, "reflection", 1)
+    with pytest.raises(Exception):  # noqa: B017  (OpenVINO raises its own RuntimeError types)
+        _compile(model)
+    compiled = _compile(lower(model, target="openvino"))
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    grid = make_grid(rng, grid_shape, far=True)
+    y = compiled({"X": x, "grid": grid})[compiled.outputs[0]]
+    assert_close(y, grid_sample(x, grid, mode, "reflection", 1).astype(np.float32), mode)
+
+
+def test_openvino_target_keeps_native_4d_nodes(rng):
+    model = gridsample_model([2, 3, 5, 6], [2, 4, 3, 2], "cubic", "border", 0)
+    kept = lower(model, target="openvino")
+    assert [n.op_type for n in kept.graph.node] == ["GridSample"]
+    lowered = lower(model, target="openvino", lower_all=True)
+    x = rng.standard_normal((2, 3, 5, 6)).astype(np.float32)
+    grid = make_grid(rng, (2, 4, 3, 2))
+    expected = grid_sample(x, grid, "cubic", "border", 0).astype(np.float32)
+    for candidate in (kept, lowered):
+        compiled = _compile(candidate)
+        assert_close(compiled({"X": x, "grid": grid})[compiled.outputs[0]], expected, "cubic")

@@ -1,0 +1,99 @@
+"""Choosing what to lower: targets keep their native configurations, filters narrow the rest,
+and --as-functions emits one function per configuration."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from conftest import assert_close, gridsample_model, make_grid, run_ort
+
+from gridsample_lower import UnsupportedGridSample, lower, lower_with_report
+from gridsample_lower.functions import DOMAIN
+
+TWO_NODES = """
+<ir_version: 9, opset_import: ["" : 20]>
+g (float[2,3,5,6] X, float[2,4,3,2] grid, float[1,2,3,4,5] V, float[1,2,2,2,3] vgrid)
+  => (float[2,3,4,3] A, float[2,3,4,3] B, float[1,2,2,2,2] C) {
+  A = GridSample <mode="linear"> (X, grid)
+  B = GridSample <mode="nearest", padding_mode="border"> (X, grid)
+  C = GridSample <mode="linear", padding_mode="reflection"> (V, vgrid)
+}
+"""
+
+
+def _kept(model: onnx.ModelProto) -> list[str]:
+    return sorted(n.output[0] for n in model.graph.node if n.op_type == "GridSample")
+
+
+@pytest.fixture
+def model():
+    parsed = onnx.parser.parse_model(TWO_NODES)
+    for node in parsed.graph.node:
+        node.name = node.output[0]  # nodes named after their outputs: A, B, C
+    return parsed
+
+
+@pytest.mark.parametrize(
+    "target,kept",
+    [
+        ("generic", []),
+        ("onnxruntime", ["A"]),  # only the 2-D linear+zeros kernel beats the lowering
+        ("openvino", ["A", "B"]),  # 4-D float: runs natively
+        ("tensorrt", ["A", "B"]),
+        ("webnn", []),
+    ],
+)
+def test_targets_keep_what_they_run(model, target, kept):
+    assert _kept(lower(model, target=target)) == kept
+    assert _kept(lower(model, target=target, lower_all=True)) == []
+
+
+def test_filters(model):
+    assert _kept(lower(model, only=["B"])) == ["A", "C"]
+    assert _kept(lower(model, skip=["B"])) == ["B"]
+    assert _kept(lower(model, modes=["nearest"])) == ["A", "C"]
+    assert _kept(lower(model, ranks=[3])) == ["A", "B"]
+
+
+def test_lowered_with_kept_nodes_still_computes_the_same(model, rng):
+    lowered = lower(model, target="openvino")
+    feeds = {
+        "X": rng.standard_normal((2, 3, 5, 6)).astype(np.float32),
+        "grid": make_grid(rng, (2, 4, 3, 2)),
+        "V": rng.standard_normal((1, 2, 3, 4, 5)).astype(np.float32),
+        "vgrid": make_grid(rng, (1, 2, 2, 2, 3)),
+    }
+    from gridsample_lower.runtime import onnxruntime_runner
+
+    for got, want in zip(
+        onnxruntime_runner(lowered)(feeds), onnxruntime_runner(model)(feeds), strict=True
+    ):
+        assert_close(got, want, "linear")
+
+
+def test_int32_indices_refused_when_too_large():
+    model = gridsample_model([1, 1, 50000, 50000], [1, 2, 2, 2])
+    with pytest.raises(UnsupportedGridSample, match="too many for int32"):
+        lower(model, index_dtype="int32")
+    lower(model, index_dtype="int64")  # fine
+
+
+def test_as_functions_one_per_configuration(model, rng):
+    lowered, report = lower_with_report(model, as_functions=True)
+    onnx.checker.check_model(lowered, full_check=True)
+    assert sum(report.values()) == 3
+    assert [n.domain for n in lowered.graph.node] == [DOMAIN] * 3
+    assert len(lowered.functions) == 3
+    assert {o.domain for o in lowered.opset_import} == {"", DOMAIN}
+    # the same configuration twice gives one function
+    twice = onnx.parser.parse_model(TWO_NODES.replace('nearest", padding_mode="border', "linear"))
+    assert len(lower(twice, as_functions=True).functions) == 2
+    x = rng.standard_normal((2, 3, 5, 6)).astype(np.float32)
+    grid = make_grid(rng, (2, 4, 3, 2))
+    single = gridsample_model([2, 3, 5, 6], [2, 4, 3, 2], "cubic", "zeros", 1)
+    assert_close(
+        run_ort(lower(single, as_functions=True), {"X": x, "grid": grid}),
+        run_ort(single, {"X": x, "grid": grid}),
+        "cubic",
+    )
