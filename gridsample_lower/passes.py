@@ -107,8 +107,10 @@ def lower(
         target: A name from ``TARGETS`` (or a ``Target``): the ops the lowered graph may use,
             its index type, and the configurations it runs natively, which are kept.
         lower_all: Lower what the target runs natively too.
-        only, skip: Node names to lower exclusively, or to leave alone.
-        modes, ranks: Lower only these modes / spatial ranks.
+        only: Node names to lower exclusively (empty: all).
+        skip: Node names to leave alone.
+        modes: Lower only these modes (empty: all).
+        ranks: Lower only these spatial ranks (empty: all).
         index_dtype: "int32" or "int64" gather indices, overriding the target's choice.
         as_functions: Emit each configuration once as a model-local function (domain
             ``gridsample_lower``) and call it, instead of inlining the ops at every node.
