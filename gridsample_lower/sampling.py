@@ -30,7 +30,8 @@ from gridsample_lower.spec import GridSampleSpec, UnsupportedGridSample, compute
 __all__ = ["Kernel", "gather_and_combine", "grid_coordinates", "interpolate"]
 
 INT64 = ir.DataType.INT64
-ROWS_MIN_CHANNELS = 17  # from here on, gathering channels-last rows beats GatherElements
+ROWS_MIN_CHANNELS = 17  # from here on, gathering channels-last rows beats GatherElements...
+ROWS_MAX_ELEMENTS = 2**18  # ...while X stays cache-sized (1 MB of float32)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,9 +87,7 @@ def gather_and_combine(
     values (onnxruntime's Where lacks int16, uint16, uint64, bool and bfloat16).
     """
     r, ct = spec.rank, compute_dtype(spec)
-    channels = em.x_dim(1)
-    many = channels is not None and channels >= ROWS_MIN_CHANNELS
-    many = many or not em.target.allows("GatherElements")
+    many = _gather_rows_pays(em, r, taps) or not em.target.allows("GatherElements")
     # The largest index is the zero slot past the data: S (per sample) or N*S (all rows).
     largest = em.prod_dims("x", range(0 if many else 2, 2 + r))
     largest = largest if isinstance(largest, int) and em.x_dim(0) is not None else None
@@ -106,6 +105,23 @@ def gather_and_combine(
         flat = index if flat is None else em.Add(flat, index)
     gather = _gather_rows if many else _gather_elements
     return gather(em, x, spec, flat, weights, inside, taps, (exact, int_type))
+
+
+def _gather_rows_pays(em: Emitter, rank: int, taps: int) -> bool:
+    """Whether gathering channels-last rows beats GatherElements (bench/run.py measures both).
+
+    Rows win with many channels, but they need a channels-last copy of X, and they read it at
+    random: worth it only while X fits in cache (GatherElements reads one channel plane at a
+    time) and the points gather at least about as many values as the copy moves.
+    """
+    channels = em.x_dim(1)
+    if channels is None or channels < ROWS_MIN_CHANNELS:
+        return False
+    sizes = em.prod_dims("x", range(0, 2 + rank)), em.prod_dims("x", range(2, 2 + rank))
+    points = em.prod_dims("grid", range(1, 1 + rank))
+    if not all(isinstance(v, int) for v in (*sizes, points)):
+        return True
+    return sizes[0] <= ROWS_MAX_ELEMENTS and 2 * sizes[1] <= taps * points
 
 
 def _gather_elements(em, x, spec, flat, weights, inside, taps, index_types):
