@@ -14,40 +14,14 @@ import itertools
 
 import ml_dtypes
 import numpy as np
-import onnx
-from onnx import helper
 
 from gridsample_lower import lower
+from gridsample_lower.models import gridsample_model
 from gridsample_lower.reference import grid_sample
 from gridsample_lower.runtime import onnxruntime_runner
 from gridsample_lower.tolerances import tolerance
 
 DTYPES = [np.float64, np.float32, np.float16, ml_dtypes.bfloat16, np.int16, np.int32]
-ONNX_TYPE = {np.dtype(d): onnx.helper.np_dtype_to_tensor_dtype(np.dtype(d)) for d in DTYPES}
-
-
-def _model(x_shape, grid_shape, dtype, mode, padding, align):
-    t = ONNX_TYPE[np.dtype(dtype)]
-    g = t if np.issubdtype(np.dtype(dtype), np.floating) or dtype == ml_dtypes.bfloat16 else 1
-    node = helper.make_node(
-        "GridSample",
-        ["X", "grid"],
-        ["Y"],
-        name="gs",
-        mode=mode,
-        padding_mode=padding,
-        align_corners=align,
-    )
-    graph = helper.make_graph(
-        [node],
-        "g",
-        [
-            helper.make_tensor_value_info("X", t, x_shape),
-            helper.make_tensor_value_info("grid", g, grid_shape),
-        ],
-        [helper.make_tensor_value_info("Y", t, None)],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)], ir_version=10)
 
 
 def measure(cases: int, seed: int = 0) -> dict:
@@ -69,7 +43,20 @@ def measure(cases: int, seed: int = 0) -> dict:
             grid = grid.astype(
                 dtype if np.dtype(dtype).kind == "f" or dtype == ml_dtypes.bfloat16 else np.float32
             )
-            model = lower(_model(x_shape, grid_shape, dtype, mode, padding, k % 2))
+            grid_dtype = grid.dtype
+            model = lower(
+                gridsample_model(
+                    x_shape,
+                    grid_shape,
+                    mode,
+                    padding,
+                    k % 2,
+                    x_dtype=dtype,
+                    grid_dtype=grid_dtype,
+                    opset=22,
+                    ir_version=10,
+                )
+            )
             got = onnxruntime_runner(model)({"X": x, "grid": grid})[0].astype(np.float64)
             want = grid_sample(x, grid.astype(np.float64), mode, padding, k % 2).astype(np.float64)
             m = max(m, float(np.max(np.abs(got - want) / (1 + np.abs(want)), initial=0.0)))

@@ -8,31 +8,16 @@ from __future__ import annotations
 import collections
 
 import onnx
-from onnx import helper
 
 from gridsample_lower import lower, supported_specs
+from gridsample_lower.models import gridsample_model
 
 
 def _model(spec, symbolic: bool) -> onnx.ModelProto:
     r = spec.rank
     x = ["N", "C", *[f"d{i}" for i in range(r)]] if symbolic else [2, 3, *[8] * r]
     g = ["N", *[f"o{i}" for i in range(r)], r] if symbolic else [2, *[6] * r, r]
-    node = helper.make_node(
-        "GridSample",
-        ["X", "grid"],
-        ["Y"],
-        name="gs",
-        mode=spec.mode,
-        padding_mode=spec.padding_mode,
-        align_corners=spec.align_corners,
-    )
-    graph = helper.make_graph(
-        [node],
-        "g",
-        [helper.make_tensor_value_info("X", 1, x), helper.make_tensor_value_info("grid", 1, g)],
-        [helper.make_tensor_value_info("Y", 1, None)],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)
+    return gridsample_model(x, g, spec.mode, spec.padding_mode, spec.align_corners)
 
 
 def counts(spec, symbolic: bool) -> tuple[int, int]:

@@ -21,9 +21,9 @@ import time
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import helper
 
 from gridsample_lower import lower
+from gridsample_lower.models import gridsample_model
 from gridsample_lower.tolerances import tolerance
 
 SHAPES_2D = [  # (N, C, H, W), output (H_out, W_out)
@@ -69,22 +69,7 @@ class Case:
         if symbolic:
             x = ["N", "C", *[f"d{i}" for i in range(r)]]
             g = ["N", *[f"o{i}" for i in range(r)], r]
-        node = helper.make_node(
-            "GridSample",
-            ["X", "grid"],
-            ["Y"],
-            name="gs",
-            mode=self.mode,
-            padding_mode=self.padding,
-            align_corners=self.align,
-        )
-        graph = helper.make_graph(
-            [node],
-            "bench",
-            [helper.make_tensor_value_info("X", 1, x), helper.make_tensor_value_info("grid", 1, g)],
-            [helper.make_tensor_value_info("Y", 1, None)],
-        )
-        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)
+        return gridsample_model(x, g, self.mode, self.padding, self.align)
 
     def inputs(self, rng) -> dict:
         r = len(self.x_shape) - 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from gridsample_lower.inventory import Site
+from gridsample_lower.models import gridsample_model
 from gridsample_lower.spec import GridSampleSpec
 from gridsample_lower.targets import Target
 
@@ -47,32 +48,18 @@ def _function(name: str, spec: GridSampleSpec, target: Target, opset: int) -> ir
     from gridsample_lower.passes import LowerGridSamplePass  # (the pass uses this module)
 
     r = spec.rank
-    x = ir.Value(
-        name="X",
-        type=ir.TensorType(spec.x_dtype),
-        shape=ir.Shape(["N", "C", *[f"d{i}" for i in range(r)]]),
+    template = gridsample_model(
+        ["N", "C", *[f"d{i}" for i in range(r)]],
+        ["N", *[f"o{i}" for i in range(r)], r],
+        spec.mode,
+        spec.padding_mode,
+        spec.align_corners,
+        x_dtype=spec.x_dtype,
+        grid_dtype=spec.grid_dtype,
+        opset=max(opset, 20),
+        ir_version=10,
     )
-    grid = ir.Value(
-        name="grid",
-        type=ir.TensorType(spec.grid_dtype),
-        shape=ir.Shape(["N", *[f"o{i}" for i in range(r)], r]),
-    )
-    node = ir.Node(
-        "",
-        "GridSample",
-        [x, grid],
-        name="GridSample",
-        attributes=[
-            ir.AttrString("mode", spec.mode),
-            ir.AttrString("padding_mode", spec.padding_mode),
-            ir.AttrInt64("align_corners", spec.align_corners),
-        ],
-    )
-    node.outputs[0].name = "Y"
-    graph = ir.Graph(
-        [x, grid], node.outputs, nodes=[node], opset_imports={"": max(opset, 20)}, name=name
-    )
-    LowerGridSamplePass(target=target)(ir.Model(graph, ir_version=10))
+    graph = LowerGridSamplePass(target=target)(ir.serde.deserialize_model(template)).model.graph
     graph.opset_imports.clear()
     graph.opset_imports[""] = opset
     for value in (*graph.inputs, *graph.outputs):

@@ -1,6 +1,6 @@
 """Model factories, input generators and oracles shared by the tests.
 
-Oracles, in order of preference: onnxruntime's native kernel (4-D, 5-D non-cubic, float/double),
+``gridsample_model`` (the one-node model factory) comes from the package. Oracles, in order of preference: onnxruntime's native kernel (4-D, 5-D non-cubic, float/double),
 the ONNX reference evaluator (everything else, slow: keep shapes tiny), and
 ``gridsample_lower.reference`` only where the ONNX reference is known to be wrong (cubic + border,
 integer X, size-1 axes under reflection); that kernel is itself checked in test_reference.py.
@@ -10,74 +10,16 @@ from __future__ import annotations
 
 import math
 
-import ml_dtypes
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 from gridsample_lower import reference
+from gridsample_lower.models import gridsample_model
 from gridsample_lower.runtime import onnxruntime_runner
 from gridsample_lower.spec import GridSampleSpec
 from gridsample_lower.tolerances import tolerance
-
-NP_TO_ONNX = {
-    np.dtype(np.float16): TensorProto.FLOAT16,
-    np.dtype(ml_dtypes.bfloat16): TensorProto.BFLOAT16,
-    np.dtype(np.float32): TensorProto.FLOAT,
-    np.dtype(np.float64): TensorProto.DOUBLE,
-    np.dtype(np.int8): TensorProto.INT8,
-    np.dtype(np.int16): TensorProto.INT16,
-    np.dtype(np.int32): TensorProto.INT32,
-    np.dtype(np.int64): TensorProto.INT64,
-    np.dtype(np.uint8): TensorProto.UINT8,
-    np.dtype(np.uint16): TensorProto.UINT16,
-    np.dtype(np.uint32): TensorProto.UINT32,
-    np.dtype(np.uint64): TensorProto.UINT64,
-    np.dtype(np.bool_): TensorProto.BOOL,
-}
-OPSET16_SPELLING = {"linear": "bilinear", "cubic": "bicubic", "nearest": "nearest"}
-
-
-def gridsample_model(
-    x_shape,
-    grid_shape,
-    mode="linear",
-    padding_mode="zeros",
-    align_corners=0,
-    *,
-    x_dtype=np.float32,
-    grid_dtype=np.float32,
-    opset=20,
-    ir_version=9,
-    name="gs",
-) -> onnx.ModelProto:
-    """A one-node GridSample model; dims given as strings are symbolic."""
-    x_type, g_type = NP_TO_ONNX[np.dtype(x_dtype)], NP_TO_ONNX[np.dtype(grid_dtype)]
-    spelled = OPSET16_SPELLING[mode] if opset < 20 else mode
-    y_shape = [x_shape[0], x_shape[1], *grid_shape[1:-1]]
-    node = helper.make_node(
-        "GridSample",
-        ["X", "grid"],
-        ["Y"],
-        name=name,
-        mode=spelled,
-        padding_mode=padding_mode,
-        align_corners=align_corners,
-    )
-    graph = helper.make_graph(
-        [node],
-        "g",
-        [
-            helper.make_tensor_value_info("X", x_type, x_shape),
-            helper.make_tensor_value_info("grid", g_type, grid_shape),
-        ],
-        [helper.make_tensor_value_info("Y", x_type, y_shape)],
-    )
-    return helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=ir_version
-    )
 
 
 def make_grid(rng, shape, *, far=False, dtype=np.float32):
