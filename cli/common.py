@@ -1,21 +1,23 @@
-"""What every command shares: one-line failures with exit codes, loading, atomic writes.
+"""What every command shares: one-line failures with exit codes, reading models, atomic writes.
 
-Also the verifier's options and how a command runs it (``verify_options``, ``run_verification``),
-shared by ``verify`` and ``lower``.
+Models are read through ``gridsample_lower.model_io`` (external weights left on disk), whose
+errors become one-line failures. Also the verifier's options and how a command runs it
+(``verify_options``, ``run_verification``), shared by ``verify``, ``lower``, ``upgrade`` and
+``downgrade``; how those last three write their model is in ``output.py``.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import pathlib
 import sys
-import tempfile
 import time
 
 import click
 import onnx
 
+from gridsample_lower import model_io
+from gridsample_lower.model_io import ModelCheckError, ModelFile, ModelFileError
 from gridsample_lower.verify import (
     DEFAULT_DIM,
     VerificationReport,
@@ -25,15 +27,22 @@ from gridsample_lower.verify import (
 )
 
 __all__ = [
+    "MODEL_PATH",
     "Failure",
+    "checkable",
+    "fits_the_check",
     "load_model",
     "parse_dims",
     "parse_tolerances",
+    "read_model",
     "run_verification",
     "say",
     "verify_options",
     "write_atomically",
 ]
+
+# Directories are accepted here so that the error is ours: one line, not click's usage text.
+MODEL_PATH = click.Path(path_type=pathlib.Path)
 
 
 class Failure(click.ClickException):
@@ -47,31 +56,44 @@ class Failure(click.ClickException):
         click.echo(f"error: {self.format_message()}", err=True)
 
 
-def load_model(path: pathlib.Path) -> onnx.ModelProto:
-    if not path.exists():
-        raise Failure(f"{path}: no such file")
+def read_model(path: pathlib.Path, *, check: bool = False, hint: str = "") -> ModelFile:
+    """The model at ``path``, external weights left on disk; ``hint`` follows a checker failure."""
     try:
-        model = onnx.load_model(path)
-    except Exception as error:  # noqa: BLE001  (protobuf and IO errors have many types)
-        raise Failure(f"{path}: not a readable ONNX model ({type(error).__name__})") from None
-    if not model.HasField("graph"):
-        raise Failure(f"{path}: not an ONNX model (no graph)")
-    return model
+        return model_io.load_model(path, check=check)
+    except ModelCheckError as error:
+        raise Failure(f"{error}{hint}") from None
+    except ModelFileError as error:
+        raise Failure(str(error)) from None
+
+
+def load_model(path: pathlib.Path) -> onnx.ModelProto:
+    """The model at ``path`` with its weights in memory, as the verifier runs it."""
+    source = read_model(path)
+    return checkable(source, source.proto)[0]
+
+
+def checkable(source: ModelFile, *protos: onnx.ModelProto) -> list[onnx.ModelProto]:
+    """``protos`` (``source``'s model and its rewrites) with the weights the check runs with."""
+    fits_the_check(source)
+    return model_io.with_weights(protos, source.base_dir)
+
+
+def fits_the_check(source: ModelFile) -> None:
+    """Refuse a model the numerical check cannot hold (2 GiB and more with its weights)."""
+    if not source.fits_in_memory():
+        size = (source.proto.ByteSize() + source.external_bytes) / 2**30
+        raise Failure(
+            f"{source.path}: {size:.1f} GiB with its weights: too large for the numerical check, "
+            "which runs models from memory (protobuf stops at 2 GiB); --no-verify skips it"
+        )
 
 
 def write_atomically(target: pathlib.Path, write) -> None:
     """Write through a temporary file beside ``target``; rename only when it is complete."""
-    directory = target.parent if str(target.parent) else pathlib.Path(".")
-    if not directory.is_dir():
-        raise Failure(f"{target}: directory {directory} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-    os.close(fd)
     try:
-        write(tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        pathlib.Path(tmp).unlink(missing_ok=True)
-        raise
+        model_io.write_atomically(target, write)
+    except ModelFileError as error:
+        raise Failure(str(error)) from None
 
 
 def parse_dims(dims: tuple[str, ...]) -> dict[str, int]:
@@ -168,8 +190,14 @@ def run_verification(
     atol: tuple[str, ...],
     rtol: tuple[str, ...],
     report_path: pathlib.Path | None,
+    source: pathlib.Path | None = None,
+    skippable: bool = True,
 ) -> VerificationReport:
-    """Run ``verify`` with the options of ``verify_options``; write the JSON report if asked."""
+    """Run ``verify`` with the options of ``verify_options``; write the JSON report if asked.
+
+    ``source``: the file a command is about to write a rewrite of; named when the check cannot
+    run at all, with --no-verify as the way out if ``skippable``.
+    """
     progress = Progress(quiet)
     try:
         report = verify(
@@ -184,7 +212,10 @@ def run_verification(
             progress=progress,
         )
     except VerificationSetupError as error:
-        raise Failure(str(error)) from None
+        if source is None:
+            raise Failure(str(error)) from None
+        way_out = "--no-verify skips it" if skippable else "it is needed with --no-check"
+        raise Failure(f"{source}: the numerical check cannot run ({error}); {way_out}") from None
     finally:
         progress.close()
     if report_path is not None:

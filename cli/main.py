@@ -7,23 +7,20 @@ Each command is a docstring plus a few calls into ``gridsample_lower``. Exit cod
 from __future__ import annotations
 
 import json
-import pathlib
-import shutil
 import sys
 
 import click
-import onnx
 import onnx_ir as ir
 from gridsample_lower.cli.choices import selection_options
-from gridsample_lower.cli.common import (
-    Failure,
-    load_model,
-    run_verification,
-    say,
-    verify_options,
-    write_atomically,
-)
+from gridsample_lower.cli.common import MODEL_PATH, Failure, read_model, say, verify_options
 from gridsample_lower.cli.convert import downgrade, upgrade
+from gridsample_lower.cli.output import (
+    copy_unchanged,
+    destination,
+    open_source,
+    output_options,
+    verify_and_save,
+)
 from gridsample_lower.cli.verify import verify
 
 import gridsample_lower
@@ -44,14 +41,8 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("model_path", metavar="IN", type=click.Path(dir_okay=False, path_type=pathlib.Path))
-@click.option(
-    "-o",
-    "--output",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=pathlib.Path),
-    help="Where to write the lowered model.",
-)
+@click.argument("model_path", metavar="IN", type=MODEL_PATH)
+@output_options
 @selection_options
 @click.option(
     "--as-functions",
@@ -61,7 +52,7 @@ def main() -> None:
 @click.option("--no-verify", is_flag=True, help="Skip the numerical check against the original.")
 @verify_options
 @click.option("-q", "--quiet", is_flag=True, help="Print errors only.")
-def lower(model_path, output, as_functions, no_verify, quiet, **options) -> None:
+def lower(model_path, as_functions, no_verify, quiet, **options) -> None:
     """Lower the GridSample nodes in IN (graph, subgraphs, functions) and write OUT.
 
     By default every GridSample is lowered; --target keeps what a runtime runs natively and
@@ -70,37 +61,36 @@ def lower(model_path, output, as_functions, no_verify, quiet, **options) -> None
     `gridsample-lower verify` does (same options): every output, and every GridSample alone
     against the nodes it was lowered to. On a mismatch the report is printed, nothing is
     written and the exit code is 1.
+
+    IN must pass the ONNX checker (--no-check: go on anyway), and so must OUT. OUT is written
+    to a temporary file and renamed when complete; IN is never modified unless --in-place.
+    Weights in external files stay external (in OUT.data, or the file --external-data names).
     """
     choices = {k: options.pop(k) for k in SELECTION_KEYS}
+    dest = destination(model_path, options, verifying=not no_verify)
     check = options
-    model = load_model(model_path)
+    if no_verify and check["report_path"]:
+        raise click.UsageError("--report needs the check: drop --no-verify")
+    source = open_source(model_path, dest, verifying=not no_verify)
     try:
         lowered, report = gridsample_lower.lower_with_report(
-            model, as_functions=as_functions, **choices
+            source.proto, as_functions=as_functions, **choices
         )
     except (gridsample_lower.UnsupportedGridSample, ValueError) as error:
         raise Failure(f"{model_path}: {error}") from None
     if not report:
-        write_atomically(output, lambda tmp: shutil.copyfile(model_path, tmp))
-        kept = len(find_gridsamples(ir.serde.deserialize_model(model)))
+        kept = len(find_gridsamples(ir.serde.deserialize_model(source.proto)))
         what = f"nothing to lower ({kept} GridSample kept)" if kept else "no GridSample"
-        say(quiet, f"{what} in {model_path}; written unchanged to {output}")
+        say(quiet, f"{what} in {model_path}; {copy_unchanged(source, dest)}")
         return
-    if no_verify and check["report_path"]:
-        raise click.UsageError("--report needs the check: drop --no-verify")
-    result = None if no_verify else run_verification(model, lowered, quiet=quiet, **check)
-    if result is not None and not result.ok:
-        click.echo(result.table())
-        raise Failure(f"{model_path}: {result.summary()}; nothing written", exit_code=1)
-    write_atomically(output, lambda tmp: onnx.save_model(lowered, tmp))
+    verdict = verify_and_save(source, lowered, dest, no_verify, quiet, check)
     for label, count in sorted(report.items()):
         say(quiet, f"{count} x {label}")
-    verdict = "not verified (--no-verify)" if result is None else result.summary()
-    say(quiet, f"wrote {output}: {sum(report.values())} GridSample lowered, {verdict}")
+    say(quiet, f"wrote {dest.path}: {sum(report.values())} GridSample lowered, {verdict}")
 
 
 @main.command()
-@click.argument("model_path", metavar="IN", type=click.Path(dir_okay=False, path_type=pathlib.Path))
+@click.argument("model_path", metavar="IN", type=MODEL_PATH)
 @click.option(
     "--json", "as_json", is_flag=True, help="One JSON object per line instead of a table."
 )
@@ -110,7 +100,7 @@ def inspect(model_path, as_json, **choices) -> None:
 
     The last column says what `lower` would do with the same options, and why.
     """
-    model = ir.serde.deserialize_model(load_model(model_path))
+    model = ir.serde.deserialize_model(read_model(model_path).proto)
     try:
         selection = selection_of(**choices)
     except ValueError as error:

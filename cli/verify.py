@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import pathlib
-
 import click
-from gridsample_lower.cli.common import load_model, run_verification, verify_options
+from gridsample_lower.cli.common import MODEL_PATH, load_model, run_verification, verify_options
 
 __all__ = ["verify"]
 
-_PATH = click.Path(dir_okay=False, path_type=pathlib.Path)
-
 
 @click.command()
-@click.argument("reference_path", metavar="REFERENCE", type=_PATH)
-@click.argument("candidate_path", metavar="CANDIDATE", type=_PATH)
+@click.argument("reference_path", metavar="REFERENCE", type=MODEL_PATH)
+@click.argument("candidate_path", metavar="CANDIDATE", type=MODEL_PATH)
 @verify_options
 @click.option("-q", "--quiet", is_flag=True, help="Print the verdict line only.")
 def verify(reference_path, candidate_path, quiet, **check) -> None:

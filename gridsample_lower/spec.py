@@ -154,6 +154,10 @@ def compute_dtype(spec: GridSampleSpec) -> ir.DataType:
 
 
 def _spatial_rank(name: str, x: ir.Value | None, grid: ir.Value | None) -> int:
+    if x is not None and x.shape is not None and len(x.shape) < 3:
+        raise UnsupportedGridSample(
+            name, f"X must have rank >= 3 (N, C, spatial axes), got {_shape_text(x)}"
+        )
     ranks = set()
     for value in (x, grid):
         if value is not None and value.shape is not None:

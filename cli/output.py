@@ -1,0 +1,175 @@
+"""How ``lower``, ``upgrade`` and ``downgrade`` write their model, and refuse what they must.
+
+``-o OUT`` or ``--in-place``; ``--external-data NAME``; ``--no-check``. A destination that
+would overwrite the input (or its weights) without ``--in-place`` is refused before any work;
+the rewritten model is checked numerically against the input, then saved by
+``gridsample_lower.model_io``: checked, complete, or not at all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import shutil
+
+import click
+import onnx
+from gridsample_lower.cli.common import (
+    MODEL_PATH,
+    Failure,
+    checkable,
+    fits_the_check,
+    read_model,
+    run_verification,
+    write_atomically,
+)
+
+from gridsample_lower import model_io
+from gridsample_lower.model_io import ModelCheckError, ModelFile, ModelFileError
+
+__all__ = [
+    "Destination",
+    "copy_unchanged",
+    "destination",
+    "open_source",
+    "output_options",
+    "save",
+    "verify_and_save",
+]
+
+OUTPUT_KEYS = ("output", "in_place", "external_data", "no_check")
+
+
+@dataclasses.dataclass(frozen=True)
+class Destination:
+    """Where a command writes its model, and how."""
+
+    path: pathlib.Path
+    in_place: bool = False
+    external_data: str | None = None
+    check: bool = True
+
+    def data_name(self, source: ModelFile) -> str | None:
+        """The external data file to write: as asked, else OUT.data if IN's weights are files.
+
+        In place, weights already in files stay in them (None: nothing to rewrite).
+        """
+        if self.external_data is not None or self.in_place or not source.data_files:
+            return self.external_data
+        return f"{self.path.name}.data"
+
+    def protected(self, source: ModelFile) -> tuple[pathlib.Path, ...]:
+        return () if self.in_place else source.files
+
+
+_OUTPUT_OPTIONS = [
+    click.option("-o", "--output", type=MODEL_PATH, help="Where to write the result."),
+    click.option(
+        "--in-place",
+        is_flag=True,
+        help="Write over IN instead (IN and its data files are never written otherwise).",
+    ),
+    click.option(
+        "--external-data",
+        metavar="NAME",
+        help="Write the weights to the file NAME beside OUT (default when IN's weights are "
+        "external files: OUT's name + .data; with --in-place they stay where they are).",
+    ),
+    click.option(
+        "--no-check",
+        is_flag=True,
+        help="Go on when IN fails onnx.checker; the numerical check still runs.",
+    ),
+]
+
+
+def output_options(command):
+    """Decorate ``command`` with -o/--output, --in-place, --external-data and --no-check."""
+    for option in reversed(_OUTPUT_OPTIONS):
+        command = option(command)
+    return command
+
+
+def destination(model_path: pathlib.Path, options: dict, *, verifying: bool) -> Destination:
+    """The Destination of ``output_options``' values, popped from ``options``; usage checked."""
+    output, in_place, external_data, no_check = (options.pop(key) for key in OUTPUT_KEYS)
+    if output is None and not in_place:
+        raise click.UsageError("give -o OUT, or --in-place to write over IN")
+    if in_place and output is not None and output.resolve() != model_path.resolve():
+        raise click.UsageError("--in-place writes over IN: drop -o")
+    if no_check and not verifying:
+        raise click.UsageError("--no-check needs the numerical check: drop --no-verify")
+    return Destination(output or model_path, in_place, external_data, not no_check)
+
+
+def open_source(model_path: pathlib.Path, dest: Destination, *, verifying: bool) -> ModelFile:
+    """Read IN for a command that writes ``dest``; refuse early what could not be written."""
+    hint = "; --no-check goes on anyway (the result is still checked numerically)"
+    source = read_model(model_path, check=dest.check, hint=hint if verifying else "")
+    if verifying:
+        fits_the_check(source)
+    protected = dest.protected(source)
+    try:
+        model_io.check_destination(dest.path, dest.data_name(source), protected)
+    except ModelFileError as error:
+        more = "; --in-place allows writing over it" if protected else ""
+        raise Failure(f"{error}{more}") from None
+    return source
+
+
+def save(source: ModelFile, proto: onnx.ModelProto, dest: Destination, *, full_check=False):
+    """Write ``proto`` (read from ``source``) to ``dest``: checked, complete, or not at all."""
+    try:
+        model_io.save_model(
+            proto,
+            dest.path,
+            base_dir=source.base_dir,
+            external_data=dest.data_name(source),
+            check=dest.check,
+            full_check=full_check,
+            protect=dest.protected(source),
+        )
+    except ModelCheckError as error:
+        raise Failure(f"{error}; nothing written", exit_code=1) from None
+    except ModelFileError as error:
+        raise Failure(str(error)) from None
+
+
+def verify_and_save(
+    source: ModelFile,
+    rewritten: onnx.ModelProto,
+    dest: Destination,
+    no_verify: bool,
+    quiet: bool,
+    check: dict,
+    *,
+    full_check: bool = False,
+) -> str:
+    """Check ``rewritten`` against ``source`` numerically, then save it; returns the verdict.
+
+    On a mismatch the report is printed and nothing is written (exit code 1).
+    """
+    if no_verify:
+        save(source, rewritten, dest, full_check=full_check)
+        return "not verified (--no-verify)"
+    models = checkable(source, source.proto, rewritten)
+    result = run_verification(
+        *models, quiet=quiet, source=source.path, skippable=dest.check, **check
+    )
+    del models  # the weights the check held
+    if not result.ok:
+        click.echo(result.table())
+        raise Failure(f"{source.path}: {result.summary()}; nothing written", exit_code=1)
+    save(source, rewritten, dest, full_check=full_check)
+    return result.summary()
+
+
+def copy_unchanged(source: ModelFile, dest: Destination) -> str:
+    """Write ``source`` to ``dest`` as it is; says what was done."""
+    if dest.in_place:
+        return f"{dest.path} left as it was"
+    if dest.data_name(source) is None:
+        write_atomically(dest.path, lambda tmp: shutil.copyfile(source.path, tmp))
+    else:
+        save(source, source.proto, dest)
+    return f"written unchanged to {dest.path}"

@@ -1,0 +1,108 @@
+"""Flat gather indices stay exact past 2**24 elements (float32's last exact integer) and 2**31.
+
+Past 2**24 the index arithmetic must leave float32 and past 2**31 the gather index must be
+int64. The first is run on a 67 MB X; the second would need an X of 2**31 elements, so the
+lowered graph is inspected instead (its static shape is never run).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from conftest import assert_close, gridsample_model, run_ort
+from onnx import TensorProto
+
+from gridsample_lower import UnsupportedGridSample, lower
+from gridsample_lower.reference import grid_sample
+
+SIDE = 4097  # 4097 * 4097 = 2**24 + 8193 elements in one channel plane
+GATHERS = ("GatherElements", "Gather")
+
+
+def _pixel_coordinates(rows, cols, size, align):
+    """Normalized coordinates of pixel centres (exact in float32 for this size and align)."""
+    scale = (size - 1) / 2 if align else size / 2
+    shift = 0.0 if align else 0.5
+    to_g = lambda i: (np.asarray(i, np.float64) + shift) / scale - 1  # noqa: E731
+    return np.stack([to_g(cols), to_g(rows)], axis=-1)
+
+
+@pytest.fixture(scope="module")
+def big_x():
+    return np.random.default_rng(7).standard_normal((1, 1, SIDE, SIDE)).astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    "shape", [[1, 1, SIDE, SIDE], ["N", "C", "H", "W"]], ids=["static", "symbolic"]
+)
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_indices_past_2_to_the_24_are_exact(big_x, shape, mode):
+    """Pixels whose flat index is odd and above 2**24 (float32 would round it to a neighbour)."""
+    rows = np.array([4096, 4095, 4096, 4096, 4096])
+    cols = np.array([4095, 4096, 4093, 1, 3])
+    flat = rows * SIDE + cols
+    assert (flat > 2**24).all() and (flat.astype(np.float32) != flat).all()
+    grid = _pixel_coordinates(rows, cols, SIDE, 1)[None, None].astype(np.float32)
+    if mode == "linear":  # a quarter pixel off: two taps per axis, all past 2**24
+        grid = grid + np.float32(0.25 / ((SIDE - 1) / 2))
+    model = gridsample_model(shape, [*shape[:1], 1, 5, 2], mode, "zeros", 1)
+    actual = run_ort(lower(model), {"X": big_x, "grid": grid})
+    expected = grid_sample(big_x, grid, mode, "zeros", 1)
+    assert_close(actual, expected, mode)
+    if mode == "nearest":  # the exact pixels, not neighbours
+        np.testing.assert_array_equal(actual.ravel(), big_x.reshape(-1)[flat])
+
+
+def _index_types(model: onnx.ModelProto) -> list[tuple[int, int | None]]:
+    """(integer type, float type of the arithmetic) of each gather's index, found upstream.
+
+    The float type is that of the Cast feeding the index arithmetic, None if there is none
+    (the arithmetic then stays in the compute type, float32 here).
+    """
+    producer = {out: node for node in model.graph.node for out in node.output}
+    found = []
+    for node in model.graph.node:
+        if node.op_type not in GATHERS or node.input[1] not in producer:
+            continue
+        casts, value = [], node.input[1]
+        while value in producer and len(casts) < 2:
+            step = producer[value]
+            if step.op_type == "Cast":
+                casts.append(onnx.helper.get_attribute_value(step.attribute[0]))
+            data = 1 if step.op_type == "Where" else 0  # Where(inside, index, zero slot)
+            value = step.input[data] if step.input else ""
+        if casts:
+            found.append((casts[0], casts[1] if len(casts) > 1 else None))
+    return found
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize(
+    "side,index_type,arithmetic",
+    [
+        ((4095, 4096), TensorProto.INT32, None),  # 2**24 - 4096 elements: float32 suffices
+        ((4096, 4096), TensorProto.INT32, TensorProto.DOUBLE),  # the zero slot is 2**24
+        ((46340, 46340), TensorProto.INT32, TensorProto.DOUBLE),  # 2**31 - 88048
+        ((46341, 46341), TensorProto.INT64, TensorProto.DOUBLE),  # 2**31 + 4633
+        ((65536, 65536, 2), TensorProto.INT64, TensorProto.DOUBLE),  # 2**33, 3-D
+    ],
+)
+def test_index_types_at_the_thresholds(mode, side, index_type, arithmetic):
+    """Static shapes past 2**24 compute indices in float64, past 2**31 gather with int64."""
+    rank = len(side)
+    model = gridsample_model([1, 1, *side], [1, *[2] * rank, rank], mode, "zeros", 0)
+    kinds = _index_types(lower(model))
+    assert kinds and set(kinds) == {(index_type, arithmetic)}, kinds
+
+
+def test_symbolic_sizes_use_int64_and_float64():
+    model = gridsample_model(["N", "C", "H", "W"], ["N", 3, 3, 2], "cubic", "border", 0)
+    kinds = _index_types(lower(model))
+    assert kinds and set(kinds) == {(TensorProto.INT64, TensorProto.DOUBLE)}
+
+
+def test_int32_indices_are_refused_past_2_to_the_31():
+    model = gridsample_model([1, 1, 46341, 46341], [1, 2, 2, 2], name="huge")
+    with pytest.raises(UnsupportedGridSample, match="'huge'.*too many for int32"):
+        lower(model, index_dtype="int32")
