@@ -14,7 +14,7 @@ from gridsample_lower.models import gridsample_model
 from gridsample_lower.spec import GridSampleSpec
 from gridsample_lower.targets import Target
 
-__all__ = ["DOMAIN", "call_functions", "function_name"]
+__all__ = ["DOMAIN", "call_functions", "function_name", "untype_functions"]
 
 DOMAIN = "gridsample_lower"
 
@@ -62,6 +62,24 @@ def _function(name: str, spec: GridSampleSpec, target: Target, opset: int) -> ir
     graph = LowerGridSamplePass(target=target)(ir.serde.deserialize_model(template)).model.graph
     graph.opset_imports.clear()
     graph.opset_imports[""] = opset
-    for value in (*graph.inputs, *graph.outputs):
-        value.type, value.shape = None, None  # a function's signature is untyped
-    return ir.Function(DOMAIN, name, "", graph=graph, attributes=())
+    function = ir.Function(DOMAIN, name, "", graph=graph, attributes=())
+    _untype(function)
+    return function
+
+
+def untype_functions(model: ir.Model) -> None:
+    """Drop the value types inside our functions, which loading a model gives Constants back.
+
+    A function is untyped, and onnx_ir writes the types of function values (IR < 10) as
+    value_info named "domain::function/value" that it cannot read back when the value's name
+    holds a "/", as lowered nodes' outputs do: without this, lowering twice would differ.
+    """
+    for (domain, _, _), function in model.functions.items():
+        if domain == DOMAIN:
+            _untype(function)
+
+
+def _untype(function: ir.Function) -> None:
+    inner = (output for node in function for output in node.outputs)
+    for value in (*function.inputs, *inner):
+        value.type, value.shape = None, None

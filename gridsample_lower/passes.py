@@ -19,7 +19,7 @@ import onnx_ir as ir
 from onnx_ir.passes.common import InlinePass
 from onnxscript import rewriter
 
-from gridsample_lower.functions import call_functions
+from gridsample_lower.functions import call_functions, untype_functions
 from gridsample_lower.inventory import Site, find_gridsamples, inferred_types, is_gridsample
 from gridsample_lower.rule import gridsample_rule
 from gridsample_lower.selection import Selection
@@ -73,6 +73,7 @@ class LowerGridSamplePass(ir.passes.InPlacePass):
                 count = call_functions(model, [s for s in sites if s.spec], self.target)
             else:
                 count = _apply_rule(model, self.select, self.target)
+        untype_functions(model)
         lowered = collections.Counter(site.spec.label for site in sites if site.spec is not None)
         if count != sum(lowered.values()):
             left = [s.name for s in find_gridsamples(model)]
@@ -143,8 +144,33 @@ def lower_with_report(
         strict=strict, select=selection, target=selection.target, as_functions=as_functions
     )
     result = lowering(work)
-    out = ir.serde.serialize_model(result.model) if is_proto else result.model
+    if not is_proto:
+        return result.model, result.lowered
+    out = ir.serde.serialize_model(result.model)
+    _drop_new_value_info(out, {info.name for g in _graphs(proto) for info in g.value_info})
     return out, result.lowered
+
+
+def _drop_new_value_info(model: onnx.ModelProto, kept: set[str]) -> None:
+    """Keep only the value_info the input had: onnx_ir writes types it knows for initializers,
+    constants and lowered values, which would change the model's bytes for nothing."""
+    for graph in _graphs(model):
+        entries = [info for info in graph.value_info if info.name in kept]
+        if len(entries) != len(graph.value_info):
+            del graph.value_info[:]
+            graph.value_info.extend(entries)
+
+
+def _graphs(model: onnx.ModelProto):
+    """The main graph, every subgraph at any depth, and the functions."""
+    stack = [model.graph, *model.functions]
+    while stack:
+        graph = stack.pop()
+        yield graph
+        for node in graph.node:
+            for attr in node.attribute:
+                stack.extend([attr.g] if attr.HasField("g") else [])
+                stack.extend(attr.graphs)
 
 
 def selection_of(

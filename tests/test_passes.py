@@ -243,6 +243,7 @@ def test_other_nodes_and_initializers_untouched():
     model = onnx.parser.parse_model(text)
     lowered = lower(model)
     assert [i.name for i in lowered.graph.initializer] == ["bias"]
+    assert not lowered.graph.value_info  # none before, none added
     others = [n for n in lowered.graph.node if not n.name.startswith("GridSample")]
     assert [(n.op_type, n.name, list(n.input), list(n.output)) for n in others] == [
         ("Relu", "", ["X"], ["R"]),

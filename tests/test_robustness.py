@@ -112,21 +112,9 @@ MODELS = {
 }
 
 
-# onnx_ir stores the types of function values (IR < 10) in the main graph as
-# "domain::function/value", and cannot read them back when the value's own name holds a "/"
-# (as lowered nodes' outputs do, "<node>/<Op>_<k>"): a second pass drops them.
-_VALUE_INFO_DROPPED = pytest.mark.xfail(
-    strict=True, reason="function value_info with '/' in the name is dropped on reload"
-)
-
-
 @pytest.mark.parametrize(
     "make,as_functions",
-    [(make, False) for make in MODELS.values()]
-    + [
-        pytest.param(make, True, marks=_VALUE_INFO_DROPPED if name == "if and loop" else ())
-        for name, make in MODELS.items()
-    ],
+    [(make, False) for make in MODELS.values()] + [(make, True) for make in MODELS.values()],
     ids=[*MODELS, *(f"{name}-as-functions" for name in MODELS)],
 )
 def test_deterministic_and_idempotent(make, as_functions):
