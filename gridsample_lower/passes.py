@@ -152,8 +152,11 @@ def lower_with_report(
 
 
 def _drop_new_value_info(model: onnx.ModelProto, kept: set[str]) -> None:
-    """Keep only the value_info the input had: onnx_ir writes types it knows for initializers,
-    constants and lowered values, which would change the model's bytes for nothing."""
+    """Keep only the value_info the input had.
+
+    onnx_ir writes the types it knows for initializers, constants and lowered values, which
+    would change the model's bytes for nothing.
+    """
     for graph in _graphs(model):
         entries = [info for info in graph.value_info if info.name in kept]
         if len(entries) != len(graph.value_info):
