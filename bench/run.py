@@ -170,6 +170,15 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as info:
+            names = [line.split(":", 1)[1].strip() for line in info if line.startswith("model name")]
+        return f"{names[0]} ({len(names)} cores)" if names else platform.processor() or "cpu"
+    except OSError:
+        return platform.processor() or "cpu"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="Two 2-D shapes only.")
@@ -184,8 +193,7 @@ def main() -> None:
             rows.append(measure(case, rng, args.budget))
             print(markdown(rows[-1:]).splitlines()[-1], flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    cpu = platform.processor() or "cpu"
-    machine = f"{platform.machine()}, {cpu}, onnxruntime {ort.__version__}"
+    machine = f"{_cpu_name()}, {platform.machine()}, onnxruntime {ort.__version__}"
     (args.out / "results.json").write_text(json.dumps({"machine": machine, "rows": rows}, indent=1))
     table = markdown(rows)
     (args.out / "results.md").write_text(f"Machine: {machine}, 1 thread.\n\n{table}\n")
