@@ -41,9 +41,9 @@ def run_onnx_reference(model: onnx.ModelProto, feeds: dict) -> np.ndarray:
     return ReferenceEvaluator(model).run(None, feeds)[0]
 
 
-def oracle(spec: GridSampleSpec, x: np.ndarray, grid: np.ndarray) -> np.ndarray:
-    """The best independent reference for ``spec`` on these inputs (float32 or float64 x)."""
-    model = gridsample_model(
+def spec_model(spec: GridSampleSpec, x: np.ndarray, grid: np.ndarray) -> onnx.ModelProto:
+    """The one-node model of ``spec`` for these inputs' shapes and dtypes."""
+    return gridsample_model(
         list(x.shape),
         list(grid.shape),
         spec.mode,
@@ -52,6 +52,11 @@ def oracle(spec: GridSampleSpec, x: np.ndarray, grid: np.ndarray) -> np.ndarray:
         x_dtype=x.dtype,
         grid_dtype=grid.dtype,
     )
+
+
+def oracle(spec: GridSampleSpec, x: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """The best independent reference for ``spec`` on these inputs (float32 or float64 x)."""
+    model = spec_model(spec, x, grid)
     feeds = {"X": x, "grid": grid}
     native = spec.rank == 2 or (spec.rank == 3 and spec.mode != "cubic")
     if native and x.dtype == grid.dtype and x.dtype in (np.float32, np.float64):

@@ -6,7 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
-from conftest import assert_close, gridsample_model, make_grid, oracle, run_ort
+from conftest import assert_close, gridsample_model, make_grid, oracle, run_ort, spec_model
 
 from gridsample_lower import lower, supported_specs
 from gridsample_lower.reference import grid_sample
@@ -101,14 +101,6 @@ def test_nan_and_inf_in_grid(spec, dtype, rng):
     x = (rng.standard_normal((2, 3, *[4, 3, 5][:r])) * 10).astype(dtype)
     grid = make_grid(rng, (2, *[3, 2, 2][:r], r))
     grid.reshape(-1)[:5] = [np.nan, np.inf, -np.inf, np.nan, 1e4]
-    model = gridsample_model(
-        list(x.shape),
-        list(grid.shape),
-        spec.mode,
-        spec.padding_mode,
-        spec.align_corners,
-        x_dtype=dtype,
-    )
-    actual = run_ort(lower(model), {"X": x, "grid": grid})
+    actual = run_ort(lower(spec_model(spec, x, grid)), {"X": x, "grid": grid})
     expected = grid_sample(x, grid, spec.mode, spec.padding_mode, spec.align_corners)
     assert_close(actual, expected, spec.mode)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-from conftest import assert_close, gridsample_model, make_grid, run_ort
+from conftest import assert_close, gridsample_model, make_grid, run_ort, spec_model
 
 from gridsample_lower import lower, supported_specs
 from gridsample_lower.reference import grid_sample
@@ -112,16 +112,7 @@ def test_every_configuration_every_dtype(spec, dtype, rng):
         x = rng.standard_normal(shape).astype(dtype)
     grid_dtype = dtype if np.dtype(dtype).kind not in "iu" else np.float32
     grid = make_grid(rng, (2, *[3, 2, 2][: spec.rank], spec.rank), far=True, dtype=grid_dtype)
-    model = gridsample_model(
-        list(x.shape),
-        list(grid.shape),
-        spec.mode,
-        spec.padding_mode,
-        spec.align_corners,
-        x_dtype=dtype,
-        grid_dtype=grid_dtype,
-    )
-    actual = run_ort(lower(model), {"X": x, "grid": grid})
+    actual = run_ort(lower(spec_model(spec, x, grid)), {"X": x, "grid": grid})
     expected = grid_sample(
         x, grid.astype(np.float64), spec.mode, spec.padding_mode, spec.align_corners
     )

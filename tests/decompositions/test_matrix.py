@@ -8,7 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import assert_close, gridsample_model, make_grid, oracle, run_ort, spatial_shapes
+from conftest import (
+    assert_close,
+    gridsample_model,
+    make_grid,
+    oracle,
+    run_ort,
+    spatial_shapes,
+    spec_model,
+)
 
 from gridsample_lower import lower, supported_specs
 
@@ -18,16 +26,7 @@ def _run_case(spec, rng, dtype, *, batch=2, channels=2, far=False):
     sizes_in, sizes_out = spatial_shapes(spec.rank, small=not native)
     x = rng.standard_normal((batch, channels, *sizes_in)).astype(dtype)
     grid = make_grid(rng, (batch, *sizes_out, spec.rank), far=far, dtype=dtype)
-    model = gridsample_model(
-        list(x.shape),
-        list(grid.shape),
-        spec.mode,
-        spec.padding_mode,
-        spec.align_corners,
-        x_dtype=dtype,
-        grid_dtype=dtype,
-    )
-    lowered = lower(model)
+    lowered = lower(spec_model(spec, x, grid))
     assert all(n.op_type != "GridSample" for n in lowered.graph.node)
     actual = run_ort(lowered, {"X": x, "grid": grid})
     assert_close(actual, oracle(spec, x, grid), spec.mode)
