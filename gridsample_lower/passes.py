@@ -21,6 +21,7 @@ from onnxscript import rewriter
 
 from gridsample_lower.functions import call_functions, untype_functions
 from gridsample_lower.inventory import Site, find_gridsamples, inferred_types, is_gridsample
+from gridsample_lower.protos import graphs
 from gridsample_lower.rule import gridsample_rule
 from gridsample_lower.selection import Selection
 from gridsample_lower.spec import GridSampleSpec, UnsupportedGridSample
@@ -165,15 +166,9 @@ def _drop_new_value_info(model: onnx.ModelProto, kept: set[str]) -> None:
 
 
 def _graphs(model: onnx.ModelProto):
-    """The main graph, every subgraph at any depth, and the functions."""
-    stack = [model.graph, *model.functions]
-    while stack:
-        graph = stack.pop()
-        yield graph
-        for node in graph.node:
-            for attr in node.attribute:
-                stack.extend([attr.g] if attr.HasField("g") else [])
-                stack.extend(attr.graphs)
+    """The main graph, the functions, and their subgraphs at any depth."""
+    for root in (model.graph, *model.functions):
+        yield from graphs(root)
 
 
 def selection_of(

@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 
 from gridsample_lower.inventory import Site
+from gridsample_lower.protos import graphs
 from gridsample_lower.tolerances import tolerance
 from gridsample_lower.verify_inputs import VerificationSetupError
 
@@ -76,10 +77,4 @@ def whole_model_mode(
 
 def op_types(graph: onnx.GraphProto) -> set[str]:
     """Every op type of ``graph`` and its subgraphs at any depth."""
-    ops = set()
-    for node in graph.node:
-        ops.add(node.op_type)
-        for attr in node.attribute:
-            for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
-                ops |= op_types(sub)
-    return ops
+    return {node.op_type for sub in graphs(graph) for node in sub.node}

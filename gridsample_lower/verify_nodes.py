@@ -24,6 +24,7 @@ from onnx.reference import ReferenceEvaluator
 from onnx_ir.passes.common import InlinePass
 
 from gridsample_lower.inventory import Site
+from gridsample_lower.protos import graphs
 from gridsample_lower.reference import GridSampleKernel
 from gridsample_lower.runtime import onnxruntime_runner
 from gridsample_lower.verify_report import NodeCheck, compare
@@ -253,10 +254,4 @@ def _model(like: onnx.ModelProto, nodes, inputs, output, initializers=()) -> onn
 
 def _consumed(graph: onnx.GraphProto) -> set[str]:
     """Every name read by a node of ``graph`` or of its subgraphs at any depth."""
-    names = set()
-    for node in graph.node:
-        names.update(node.input)
-        for attr in node.attribute:
-            for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
-                names |= _consumed(sub)
-    return names
+    return {name for sub in graphs(graph) for node in sub.node for name in node.input}

@@ -14,10 +14,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Iterator
 
 import onnx
 from onnx import helper
+
+from gridsample_lower.protos import graphs
 
 __all__ = ["OpsetConversionError", "convert_model", "onnx_opset"]
 
@@ -102,17 +103,6 @@ def _convert_graph(graph, imports, ir_version: int, step: _Step) -> onnx.GraphPr
     return converted
 
 
-def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    """``graph`` and every subgraph in it, at any depth, parents first."""
-    yield graph
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.HasField("g"):
-                yield from _graphs(attr.g)
-            for sub in attr.graphs:
-                yield from _graphs(sub)
-
-
 def _describe(node: onnx.NodeProto, step: _Step) -> str:
     name = repr(node.name) if node.name else f"producing {node.output[0]!r}"
     return f"{node.op_type} {name} ({step.location})"
@@ -133,7 +123,7 @@ def _must_park(node: onnx.NodeProto, step: _Step) -> bool:
 def _park(graph: onnx.GraphProto, step: _Step) -> list[onnx.NodeProto]:
     """Replace the nodes to park by stand-ins in a private domain; returns the originals."""
     parked: list[onnx.NodeProto] = []
-    for sub in list(_graphs(graph)):
+    for sub in list(graphs(graph)):
         for node in sub.node:
             if _must_park(node, step):
                 original = onnx.NodeProto()
@@ -148,7 +138,7 @@ def _park(graph: onnx.GraphProto, step: _Step) -> list[onnx.NodeProto]:
 
 def _unpark(graph: onnx.GraphProto, parked: list[onnx.NodeProto], step: _Step) -> None:
     dims = _known_dims(graph)
-    for sub in reversed(list(_graphs(graph))):  # subgraphs first: a parent's rebuild copies them
+    for sub in reversed(list(graphs(graph))):  # subgraphs first: a parent's rebuild copies them
         nodes: list[onnx.NodeProto] = []
         for node in sub.node:
             if node.domain == _PARKED:
@@ -207,7 +197,7 @@ def _split_without_num_outputs(node: onnx.NodeProto, dims) -> list[onnx.NodeProt
 def _known_dims(graph: onnx.GraphProto) -> dict[str, list[int | None]]:
     """Shapes the converter inferred (it writes them to value_info), by value name."""
     dims: dict[str, list[int | None]] = {}
-    for sub in _graphs(graph):
+    for sub in graphs(graph):
         for info in [*sub.input, *sub.value_info, *sub.output]:
             if info.type.tensor_type.HasField("shape"):
                 shape = info.type.tensor_type.shape.dim
@@ -219,15 +209,15 @@ def _known_dims(graph: onnx.GraphProto) -> dict[str, list[int | None]]:
 
 def _restore(original: onnx.GraphProto, converted: onnx.GraphProto) -> None:
     """Put back what the converter dropped or changed: value_info, initializers, metadata."""
-    infos = {info.name: info for g in _graphs(original) for info in g.value_info}
-    inits = {init.name: init for g in _graphs(original) for init in g.initializer}
+    infos = {info.name: info for g in graphs(original) for info in g.value_info}
+    inits = {init.name: init for g in graphs(original) for init in g.initializer}
     metadata = {
         node.output[0]: node.metadata_props
-        for g in _graphs(original)
+        for g in graphs(original)
         for node in g.node
         if node.metadata_props and node.output
     }
-    for sub in _graphs(converted):
+    for sub in graphs(converted):
         kept = [infos[info.name] for info in sub.value_info if info.name in infos]
         del sub.value_info[:]
         sub.value_info.extend(kept)
@@ -245,7 +235,7 @@ def _converter_failure(error: Exception, graph, step: _Step) -> OpsetConversionE
     """One line naming the node onnx's converter gave up on, when its message names the op."""
     message = " ".join(str(error).split()).split("failed: ")[-1]
     found = re.search(r"for (\w+)$", message)
-    nodes = [n for g in _graphs(graph) for n in g.node if found and n.op_type == found.group(1)]
+    nodes = [n for g in graphs(graph) for n in g.node if found and n.op_type == found.group(1)]
     where = f"{_describe(nodes[0], step)}: " if nodes else f"{step.location}: "
     return OpsetConversionError(
         f"{where}onnx's version converter cannot convert it from opset {step.source} to "
