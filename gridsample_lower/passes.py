@@ -22,7 +22,7 @@ from onnxscript import rewriter
 from gridsample_lower.functions import call_functions, untype_functions
 from gridsample_lower.inventory import Site, find_gridsamples, inferred_types, is_gridsample
 from gridsample_lower.protos import graphs
-from gridsample_lower.rule import gridsample_rule
+from gridsample_lower.rule import RULE_NAME, gridsample_rule
 from gridsample_lower.selection import Selection
 from gridsample_lower.spec import GridSampleSpec, UnsupportedGridSample
 from gridsample_lower.targets import Target, get_target
@@ -204,14 +204,19 @@ def _apply_rule(
     """Apply the rule everywhere, keeping other nodes' names as they were.
 
     ``apply_to_model`` ends with a NameFixPass that names every unnamed node in the model;
-    the names it gives nodes we did not create are taken back.
+    the names it gives nodes we did not create are taken back. It also tags every new node
+    with the rule's name in metadata; the node names already say where a node came from, so
+    the tags (a third of a lowered model's bytes) are dropped.
     """
-    unnamed = [n for n in ir.traversal.RecursiveGraphIterator(model.graph) if not n.name]
-    for function in model.functions.values():
-        unnamed.extend(n for n in ir.traversal.RecursiveGraphIterator(function) if not n.name)
+    roots = [model.graph, *model.functions.values()]
+    unnamed = [n for r in roots for n in ir.traversal.RecursiveGraphIterator(r) if not n.name]
     count = rewriter.RewriteRuleSet([gridsample_rule(select, target)]).apply_to_model(model)
     for node in unnamed:
         node.name = ""
+    for root in roots:
+        for node in ir.traversal.RecursiveGraphIterator(root):
+            if node.metadata_props.get(rewriter.RULE_NAME_TAG) == RULE_NAME:
+                del node.metadata_props[rewriter.RULE_NAME_TAG]
     return count
 
 
