@@ -43,6 +43,8 @@ def source_coordinate(em: Emitter, g: ir.Value, axis: int, spec: GridSampleSpec,
         whole = em.Mul(em.Sign(x), em.Floor(em.Div(em.Abs(x), period)))  # trunc(x / period)
         x = em.Sub(x, em.Mul(whole, period))  # fmod, exact by Sterbenz, and fast
         return em.Where(em.Equal(x, x), x, em.const(0.0, ct))  # NaN != NaN
+    if spec.mode == "nearest" and spec.padding_mode == "zeros":
+        return x  # its only tap is masked (NaN and far values included) before it is an index
     high = em.x_size(range(x_axis, x_axis + 1), ct, lambda n: n - 1 + _MARGIN)
     low = em.const(-_MARGIN, ct)
     return em.Where(em.GreaterOrEqual(x, low), em.Min(x, high), low)  # NaN >= low is False

@@ -132,13 +132,20 @@ def _gather_elements(em, x, spec, flat, weights, inside, taps, index_types):
     data = em.Flatten(x, axis=2)  # (N*C, S)
     flat = em.Flatten(flat, axis=1)  # (N, K*P)
     if inside is not None:
-        flat = em.Where(em.Flatten(inside, axis=1), flat, em.x_size(range(2, 2 + r), exact))
-        data = em.Concat(data, _zeros(em, x.dtype, [em.prod_dims("x", range(0, 2)), 1]), axis=1)
+        mask_values = _where_takes(x.dtype)
+        slot = em.const(0.0, exact) if mask_values else em.x_size(range(2, 2 + r), exact)
+        flat = em.Where(em.Flatten(inside, axis=1), flat, slot)
+        if not mask_values:
+            zeros = _zeros(em, x.dtype, [em.prod_dims("x", range(0, 2)), 1])
+            data = em.Concat(data, zeros, axis=1)
     flat = em.Cast(flat, to=int_type)
     flat = em.Expand(em.Unsqueeze(flat, em.const([1], INT64)), em.shape([n, c, 1]))
     values = em.GatherElements(data, em.Flatten(flat, axis=2), axis=1)  # (N*C, K*P)
     if weights is None:
-        return em.reshape(values, [n, c, *points])
+        values = em.reshape(values, [n, c, *points])
+        if inside is not None and _where_takes(x.dtype):
+            values = em.Where(em.reshape(inside, [n, 1, *points]), values, _zero(em, x.dtype))
+        return values
     if spec.x_dtype != ct:
         values = em.Cast(values, to=ct)
     total = em.prod_dims("grid", range(1, 1 + r))
@@ -157,10 +164,13 @@ def _gather_rows(em, x, spec, flat, weights, inside, taps, index_types):
     flat = em.reshape(flat, [n, taps, total])
     if em.x_dim(0) != 1:
         flat = em.Add(flat, _batch_offsets(em, r, exact))
+    mask_values = inside is not None and _where_takes(x.dtype)
     if inside is not None:
         past_end = em.Mul(em.x_size(range(2, 2 + r), exact), em.x_size(range(0, 1), exact))
-        flat = em.Where(em.reshape(inside, [n, 1, total]), flat, past_end)
-        rows = em.Concat(rows, _zeros(em, x.dtype, [1, c]), axis=0)
+        slot = em.const(0.0, exact) if mask_values else past_end
+        flat = em.Where(em.reshape(inside, [n, 1, total]), flat, slot)
+        if not mask_values:
+            rows = em.Concat(rows, _zeros(em, x.dtype, [1, c]), axis=0)
     flat = em.Cast(flat, to=int_type)
     if weights is not None:
         weights = em.reshape(weights, [n, taps, total, 1])
@@ -173,6 +183,8 @@ def _gather_rows(em, x, spec, flat, weights, inside, taps, index_types):
             values = em.Mul(values, em.Gather(weights, tap, axis=1))
         terms.append(values)
     y = em.Sum(*terms) if len(terms) > 1 else terms[0]
+    if mask_values:
+        y = em.Where(em.reshape(inside, [n, total, 1]), y, _zero(em, x.dtype))
     points = [em.prod_dims("grid", range(1 + a, 2 + a)) for a in range(r)]
     return em.reshape(em.Transpose(y, perm=[0, 2, 1]), [n, c, *points])
 
@@ -185,6 +197,33 @@ def _batch_offsets(em: Emitter, rank: int, dtype: ir.DataType) -> ir.Value:
         return em.Mul(em.const(np.arange(batch).reshape(batch, 1, 1), dtype), spatial)
     n = em.Range(em.const(0, INT64), em.x_size(range(0, 1), INT64), em.const(1, INT64))
     return em.Mul(em.Cast(em.Unsqueeze(n, em.const([1, 2], INT64)), to=dtype), spatial)
+
+
+# Types onnxruntime's Where takes: masking the gathered values then beats appending a zero to X
+# (a copy of X); for the others (int16, uint16, uint64, bool, bfloat16) the zero is appended.
+_WHERE_TYPES = frozenset(
+    {
+        ir.DataType.FLOAT,
+        ir.DataType.DOUBLE,
+        ir.DataType.FLOAT16,
+        ir.DataType.INT8,
+        ir.DataType.UINT8,
+        ir.DataType.INT32,
+        ir.DataType.UINT32,
+        ir.DataType.INT64,
+        ir.DataType.STRING,
+    }
+)
+
+
+def _where_takes(dtype: ir.DataType | None) -> bool:
+    return dtype in _WHERE_TYPES
+
+
+def _zero(em: Emitter, dtype: ir.DataType) -> ir.Value:
+    if dtype == ir.DataType.STRING:
+        return em.Constant(value=ir.StringTensor(np.array([b""], dtype=object).reshape(())))
+    return em.const(0, dtype)
 
 
 def _zeros(em: Emitter, dtype: ir.DataType, shape: list[int | ir.Value]) -> ir.Value:
