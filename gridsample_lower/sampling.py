@@ -40,7 +40,8 @@ class Kernel:
 
     ``offsets`` are the taps' positions relative to floor(x). ``weights(em, x, x1, taps,
     per_tap)`` returns the weights of one axis from the coordinate x, x1 = floor(x), the tap
-    positions, and ``per_tap``, which shapes a list of per-tap constants for that axis.
+    positions, and ``per_tap`` (a ``TapConstants``), which shapes per-tap constants for that
+    axis and knows which tensor axis holds its taps.
     """
 
     offsets: tuple[float, ...]
@@ -60,14 +61,25 @@ def grid_coordinates(em: Emitter, grid: ir.Value, spec: GridSampleSpec) -> list[
     return [em.Gather(planar, em.index(r - 1 - axis), axis=0) for axis in range(r)]
 
 
-def tap_constants(em: Emitter, axis: int, rank: int, dtype) -> Callable[..., ir.Value]:
-    """Shape per-tap constants of spatial ``axis`` as ``(1, 1.., T, ..1, 1..1)``."""
+@dataclasses.dataclass(frozen=True)
+class TapConstants:
+    """Shapes per-tap constants of one spatial axis as ``(1, 1.., T, ..1, 1..1)``.
 
-    def shaped(values: Sequence[float], as_type: ir.DataType = dtype) -> ir.Value:
-        shape = [1] * (1 + axis) + [len(values)] + [1] * (rank - 1 - axis) + [1] * rank
-        return em.const(np.reshape(values, shape), as_type)
+    ``tap_axis`` is the tensor axis that holds that spatial axis' taps.
+    """
 
-    return shaped
+    em: Emitter
+    axis: int
+    rank: int
+    dtype: ir.DataType
+
+    @property
+    def tap_axis(self) -> int:
+        return 1 + self.axis
+
+    def __call__(self, values: Sequence[float], as_type: ir.DataType | None = None) -> ir.Value:
+        shape = [1] * self.tap_axis + [len(values)] + [1] * (2 * self.rank - 1 - self.axis)
+        return self.em.const(np.reshape(values, shape), as_type or self.dtype)
 
 
 def gather_and_combine(
@@ -248,7 +260,7 @@ def interpolate(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, 
     indices, weights = [], None
     for axis, g in enumerate(grid_coordinates(em, grid, spec)):
         coord = source_coordinate(em, g, axis, spec, ct)
-        floor, per_tap = em.Floor(coord), tap_constants(em, axis, r, ct)
+        floor, per_tap = em.Floor(coord), TapConstants(em, axis, r, ct)
         positions = em.Add(floor, per_tap(kernel.offsets))
         w = kernel.weights(em, coord, floor, positions, per_tap)
         index, inside = tap_indices(em, positions, axis, spec, ct)

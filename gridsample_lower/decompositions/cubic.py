@@ -1,8 +1,10 @@
 """Lower GridSample(mode=cubic) to Floor + Gather + a weighted sum over 4**r taps.
 
-Keys' cubic convolution with A = -0.75 (onnxruntime's ``GsGetCubicCoeffs``), evaluated on the
-distance d from the point to each tap: the inner taps (d <= 1) use ``((A+2)d - (A+3))d^2 + 1``,
-the outer ones (1 < d < 2) ``((Ad - 5A)d + 8A)d - 4A``.
+Keys' cubic convolution with A = -0.75, as onnxruntime's ``GsGetCubicCoeffs`` computes it from
+t = x - floor(x): the inner taps, at distances t and 1 - t, weigh ``((A+2)d - (A+3))d^2 + 1``;
+the outer ones, at t + 1 and 2 - t, ``((Ad - 5A)d + 8A)d - 4A``. Each weight is computed on the
+per-point tensor and the four are concatenated along the axis' tap axis: half the elementwise
+work of evaluating both polynomials at every tap.
 """
 
 from __future__ import annotations
@@ -18,19 +20,25 @@ A = -0.75
 
 
 def _weights(em: Emitter, x: ir.Value, x1: ir.Value, taps: ir.Value, per_tap) -> ir.Value:
-    d = em.Abs(em.Sub(x, taps))
+    t = em.Sub(x, x1)
+    one, two = per_tap([1.0]), per_tap([2.0])
 
-    def horner(coefficients: list[float]) -> ir.Value:
+    def horner(d: ir.Value, coefficients: list[float]) -> ir.Value:
         acc = em.Mul(d, per_tap([coefficients[0]]))
         for c in coefficients[1:]:
             acc = em.Add(acc, per_tap([c])) if c else acc
             acc = em.Mul(acc, d) if c is not coefficients[-1] else acc
         return acc
 
-    inner = horner([A + 2, -(A + 3), 0.0, 1.0])  # ((A+2)d - (A+3)) d^2 + 1
-    outer = horner([A, -5 * A, 8 * A, -4 * A])  # ((A d - 5A) d + 8A) d - 4A
-    is_inner = per_tap([False, True, True, False], ir.DataType.BOOL)
-    return em.Where(is_inner, inner, outer)
+    inner = [A + 2, -(A + 3), 0.0, 1.0]  # ((A+2)d - (A+3)) d^2 + 1
+    outer = [A, -5 * A, 8 * A, -4 * A]  # ((A d - 5A) d + 8A) d - 4A
+    weights = [
+        horner(em.Add(t, one), outer),
+        horner(t, inner),
+        horner(em.Sub(one, t), inner),
+        horner(em.Sub(two, t), outer),
+    ]
+    return em.Concat(*weights, axis=per_tap.tap_axis)
 
 
 CUBIC = Kernel(offsets=(-1.0, 0.0, 1.0, 2.0), weights=_weights)
