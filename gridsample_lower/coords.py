@@ -58,7 +58,8 @@ def reflection_period(em: Emitter, x_axis: int, spec: GridSampleSpec, ct) -> ir.
     size = em.x_dim(x_axis)
     if size is not None:
         return em.const(max(2 * (size - 1), 1), ct)
-    return em.Max(em.x_size(axis, ct, lambda n: 2 * (n - 1)), em.const(1.0, ct))
+    period = em.x_size(axis, ct, lambda n: 2 * (n - 1))
+    return em.once(("at least 1", period), lambda: em.Max(period, em.const(1.0, ct)))
 
 
 def tap_indices(

@@ -35,8 +35,8 @@ class Emitter:
         self._x = x
         self._grid = grid
         self._x_shape = self._shape_of(x)
-        self._sizes: dict[tuple[int, int, ir.DataType], ir.Value] = {}
         self._consts: dict[tuple, ir.Value] = {}
+        self._once: dict[tuple, ir.Value] = {}
 
     def __getattr__(self, op_type: str) -> Callable[..., Any]:
         if not op_type[:1].isupper():
@@ -104,8 +104,19 @@ class Emitter:
         dims = [self.x_dim(a) for a in axes]
         if all(d is not None for d in dims):
             return self.const(fn(math.prod(dims)), dtype)
-        size = self._dynamic_size(axes, dtype)
         offset, slope = fn(0), fn(1) - fn(0)
+        return self.once(
+            ("x_size", axes.start, axes.stop, dtype, offset, slope),
+            lambda: self._affine(self._dynamic_size(axes, dtype), dtype, offset, slope),
+        )
+
+    def once(self, key: tuple, build: Callable[[], ir.Value]) -> ir.Value:
+        """The value ``build`` makes, emitted once per lowered node for the same ``key``."""
+        if key not in self._once:
+            self._once[key] = build()
+        return self._once[key]
+
+    def _affine(self, size: ir.Value, dtype: ir.DataType, offset: float, slope: float) -> ir.Value:
         if slope != 1:
             size = self.Mul(size, self.const(slope, dtype))
         if offset != 0:
@@ -119,7 +130,10 @@ class Emitter:
         static = [dims[a] if dims is not None else None for a in axes]
         if all(d is not None for d in static):
             return math.prod(static)
-        return self.ReduceProd(self.Shape(value, start=axes.start, end=axes.stop), keepdims=1)
+        return self.once(
+            ("dims", of, axes.start, axes.stop),
+            lambda: self.ReduceProd(self.Shape(value, start=axes.start, end=axes.stop), keepdims=1),
+        )
 
     def shape(self, parts: list[int | ir.Value]) -> ir.Value:
         """A 1-D int64 shape from ints and 1-D int64 values (one Constant when all are ints)."""
@@ -139,14 +153,17 @@ class Emitter:
         return self.Concat(*pieces, axis=0)
 
     def _dynamic_size(self, axes: range, dtype: ir.DataType) -> ir.Value:
-        key = (axes.start, axes.stop, dtype)
-        if key not in self._sizes:
-            if dtype == ir.DataType.INT64:
-                shape = self.Shape(self._x, start=axes.start, end=axes.stop)
-                self._sizes[key] = self.ReduceProd(shape, keepdims=0)
-            else:
-                self._sizes[key] = self.Cast(self._dynamic_size(axes, ir.DataType.INT64), to=dtype)
-        return self._sizes[key]
+        if dtype == ir.DataType.INT64:
+            return self.once(
+                ("size", axes.start, axes.stop),
+                lambda: self.ReduceProd(
+                    self.Shape(self._x, start=axes.start, end=axes.stop), keepdims=0
+                ),
+            )
+        return self.once(
+            ("size", axes.start, axes.stop, dtype),
+            lambda: self.Cast(self._dynamic_size(axes, ir.DataType.INT64), to=dtype),
+        )
 
     @staticmethod
     def _shape_of(value: ir.Value) -> tuple | None:

@@ -143,8 +143,8 @@ def _gather_elements(em, x, spec, flat, weights, inside, taps, index_types):
     points = [em.prod_dims("grid", range(1 + a, 2 + a)) for a in range(r)]
     data = em.Flatten(x, axis=2)  # (N*C, S)
     flat = em.Flatten(flat, axis=1)  # (N, K*P)
+    mask_values = inside is not None and _where_takes(x.dtype)
     if inside is not None:
-        mask_values = _where_takes(x.dtype)
         slot = em.const(0.0, exact) if mask_values else em.x_size(range(2, 2 + r), exact)
         flat = em.Where(em.Flatten(inside, axis=1), flat, slot)
         if not mask_values:
@@ -155,7 +155,7 @@ def _gather_elements(em, x, spec, flat, weights, inside, taps, index_types):
     values = em.GatherElements(data, em.Flatten(flat, axis=2), axis=1)  # (N*C, K*P)
     if weights is None:
         values = em.reshape(values, [n, c, *points])
-        if inside is not None and _where_takes(x.dtype):
+        if mask_values:
             values = em.Where(em.reshape(inside, [n, 1, *points]), values, _zero(em, x.dtype))
         return values
     if spec.x_dtype != ct:
