@@ -10,9 +10,10 @@ The gather is chosen by channel count (``bench/run.py`` measures both):
 - many channels: a channels-last copy of X, ``(N*S, C)``, and one Gather per tap, each fetching
   P contiguous C-vectors, summed with their weights.
 
-Indices are computed in float, where they are exact integers (float32 while the largest index
-is below 2**24, float64 otherwise), and cast once to int32 (int64 when the size is symbolic or
-reaches 2**31) right before the gather.
+Indices within a sample are computed in float, where they are exact integers (float32 while the
+spatial size is below 2**24, float64 otherwise or when it is symbolic), and cast once to int32
+(int64 when the largest index is symbolic or reaches 2**31) right before the gather; the rows'
+batch offsets are added after the cast, so a symbolic batch keeps float32 arithmetic.
 """
 
 from __future__ import annotations
@@ -91,19 +92,24 @@ def gather_and_combine(
     inside: ir.Value | None = None,
     taps: int = 1,
 ) -> ir.Value:
-    """``(N, C, O1..Or)``: X at the per-axis int64 ``indices``, combined with ``weights``.
+    """``(N, C, O1..Or)``: X at the per-axis (float, exact) ``indices``, combined with ``weights``.
 
     Without weights (nearest) the single tap is returned in X's type; with them, the weighted sum
     over the ``taps`` combinations in the compute type. Where ``inside`` is False the result is
-    zero: those points read a zero appended after the data, so only indices are masked, never
-    values (onnxruntime's Where lacks int16, uint16, uint64, bool and bfloat16).
+    zero: the gathered values are masked where onnxruntime's Where takes X's type, else those
+    points read a zero appended after the data (Where lacks int16, uint16, uint64, bool, bfloat16).
     """
     r, ct = spec.rank, compute_dtype(spec)
     many = _gather_rows_pays(em, r, taps) or not em.target.allows("GatherElements")
-    # The largest index is the zero slot past the data: S (per sample) or N*S (all rows).
-    largest = em.prod_dims("x", range(0 if many else 2, 2 + r))
-    largest = largest if isinstance(largest, int) and em.x_dim(0) is not None else None
-    exact = ct if largest is not None and largest < 2**24 else ir.DataType.DOUBLE
+    # Within-sample indices are exact in float below S (the zero slot is S itself); the batch
+    # offsets of the rows path are added after the cast, so a symbolic batch costs nothing.
+    sample = em.prod_dims("x", range(2, 2 + r))
+    sample = sample if isinstance(sample, int) else None
+    largest = sample  # the largest index: the zero slot past the data, S or N*S (rows)
+    if many:
+        batch = em.x_dim(0)
+        largest = sample * batch if sample is not None and batch is not None else None
+    exact = ct if sample is not None and sample < 2**24 else ir.DataType.DOUBLE
     int_type = ir.DataType.INT32 if largest is not None and largest < 2**31 else INT64
     if em.target.index_dtype is not None:
         if em.target.index_dtype == ir.DataType.INT32 and largest is not None and largest >= 2**31:
@@ -124,16 +130,18 @@ def _gather_rows_pays(em: Emitter, rank: int, taps: int) -> bool:
 
     Rows win with many channels, but they need a channels-last copy of X, and they read it at
     random: worth it only while X fits in cache (GatherElements reads one channel plane at a
-    time) and the points gather at least about as many values as the copy moves.
+    time) and the points gather at least about as many values as the copy moves. A symbolic
+    batch is taken as 1 (the usual deployment); other symbolic sizes choose rows.
     """
     channels = em.x_dim(1)
     if channels is None or channels < ROWS_MIN_CHANNELS:
         return False
-    sizes = em.prod_dims("x", range(0, 2 + rank)), em.prod_dims("x", range(2, 2 + rank))
+    spatial = em.prod_dims("x", range(2, 2 + rank))
     points = em.prod_dims("grid", range(1, 1 + rank))
-    if not all(isinstance(v, int) for v in (*sizes, points)):
+    if not (isinstance(spatial, int) and isinstance(points, int)):
         return True
-    return sizes[0] <= ROWS_MAX_ELEMENTS and 2 * sizes[1] <= taps * points
+    elements = (em.x_dim(0) or 1) * channels * spatial
+    return elements <= ROWS_MAX_ELEMENTS and 2 * spatial <= taps * points
 
 
 def _gather_elements(em, x, spec, flat, weights, inside, taps, index_types):
@@ -160,11 +168,10 @@ def _gather_elements(em, x, spec, flat, weights, inside, taps, index_types):
         return values
     if spec.x_dtype != ct:
         values = em.Cast(values, to=ct)
-    total = em.prod_dims("grid", range(1, 1 + r))
-    values = em.reshape(values, [n, c, taps, total])
-    weights = em.reshape(weights, [n, 1, taps, total])
-    y = em.ReduceSum(em.Mul(values, weights), em.const([2], INT64), keepdims=0)
-    return em.reshape(y, [n, c, *points])
+    # Shaped so the sum lands in the output's shape: a Reshape last would copy the output.
+    values = em.reshape(values, [n, c, taps, *points])
+    weights = em.reshape(weights, [n, 1, taps, *points])
+    return em.ReduceSum(em.Mul(values, weights), em.const([2], INT64), keepdims=0)
 
 
 def _gather_rows(em, x, spec, flat, weights, inside, taps, index_types):
@@ -174,31 +181,33 @@ def _gather_rows(em, x, spec, flat, weights, inside, taps, index_types):
     total = em.prod_dims("grid", range(1, 1 + r))
     rows = em.Flatten(em.Transpose(x, perm=[0, *range(2, r + 2), 1]), axis=r + 1)  # (N*S, C)
     flat = em.reshape(flat, [n, taps, total])
-    if em.x_dim(0) != 1:
-        flat = em.Add(flat, _batch_offsets(em, r, exact))
     mask_values = inside is not None and _where_takes(x.dtype)
     if inside is not None:
-        past_end = em.Mul(em.x_size(range(2, 2 + r), exact), em.x_size(range(0, 1), exact))
-        slot = em.const(0.0, exact) if mask_values else past_end
-        flat = em.Where(em.reshape(inside, [n, 1, total]), flat, slot)
-        if not mask_values:
-            rows = em.Concat(rows, _zeros(em, x.dtype, [1, c]), axis=0)
+        inside = em.reshape(inside, [n, 1, total])
+    if mask_values:
+        flat = em.Where(inside, flat, em.const(0.0, exact))  # any index: the values are masked
     flat = em.Cast(flat, to=int_type)
+    if em.x_dim(0) != 1:
+        flat = em.Add(flat, _batch_offsets(em, r, int_type))
+    if inside is not None and not mask_values:
+        past_end = em.Mul(em.x_size(range(2, 2 + r), int_type), em.x_size(range(0, 1), int_type))
+        flat = em.Where(inside, flat, past_end)
+        rows = em.Concat(rows, _zeros(em, x.dtype, [1, c]), axis=0)
     if weights is not None:
         weights = em.reshape(weights, [n, taps, total, 1])
-    terms = []
-    for k in range(taps):
+    y = None
+    for k in range(taps):  # a chain of Adds: 10% faster than one Sum of every tap
         tap = em.index(k)
         values = em.Gather(rows, em.Gather(flat, tap, axis=1), axis=0)  # (N, P, C)
         if weights is not None:
             values = values if spec.x_dtype == ct else em.Cast(values, to=ct)
             values = em.Mul(values, em.Gather(weights, tap, axis=1))
-        terms.append(values)
-    y = em.Sum(*terms) if len(terms) > 1 else terms[0]
+        y = values if y is None else em.Add(y, values)
     if mask_values:
         y = em.Where(em.reshape(inside, [n, total, 1]), y, _zero(em, x.dtype))
+    # Transposed last, straight into the output's shape: a Reshape last would copy it.
     points = [em.prod_dims("grid", range(1 + a, 2 + a)) for a in range(r)]
-    return em.reshape(em.Transpose(y, perm=[0, 2, 1]), [n, c, *points])
+    return em.Transpose(em.reshape(y, [n, *points, c]), perm=[0, r + 1, *range(1, r + 1)])
 
 
 def _batch_offsets(em: Emitter, rank: int, dtype: ir.DataType) -> ir.Value:

@@ -102,6 +102,19 @@ def test_symbolic_sizes_use_int64_and_float64():
     assert kinds and set(kinds) == {(TensorProto.INT64, TensorProto.DOUBLE)}
 
 
+@pytest.mark.parametrize(
+    "channels,expected",
+    [(3, (TensorProto.INT32, None)), (20, (TensorProto.INT64, None))],
+    ids=["gather-elements", "rows"],
+)
+def test_a_symbolic_batch_keeps_float32_arithmetic(channels, expected):
+    """Within-sample indices are bounded by the static spatial size; only the rows' batch
+    offsets (added after the cast) need int64 when the batch is symbolic."""
+    model = gridsample_model(["N", channels, 8, 8], ["N", 8, 8, 2], "linear", "zeros", 0)
+    kinds = _index_types(lower(model))
+    assert kinds and set(kinds) == {expected}, kinds
+
+
 def test_int32_indices_are_refused_past_2_to_the_31():
     model = gridsample_model([1, 1, 46341, 46341], [1, 2, 2, 2], name="huge")
     with pytest.raises(UnsupportedGridSample, match="'huge'.*too many for int32"):
