@@ -10,10 +10,10 @@ The gather is chosen by channel count (``bench/run.py`` measures both):
 - many channels: a channels-last copy of X, ``(N*S, C)``, and one Gather per tap, each fetching
   P contiguous C-vectors, summed with their weights.
 
-Indices within a sample are computed in float, where they are exact integers (float32 while the
-spatial size is below 2**24, float64 otherwise or when it is symbolic), and cast once to int32
-(int64 when the largest index is symbolic or reaches 2**31) right before the gather; the rows'
-batch offsets are added after the cast, so a symbolic batch keeps float32 arithmetic.
+Each axis' tap positions (small exact integers in float) are cast to the index type first, and
+the flat index is combined in integers: int32 (int64 when the largest index is symbolic or
+reaches 2**31). Integer Mul/Add on the per-axis values beat float arithmetic plus one cast of
+every tap, and integers stay exact where float32 would not (past 2**24).
 """
 
 from __future__ import annotations
@@ -99,17 +99,14 @@ def gather_and_combine(
     zero: the gathered values are masked where onnxruntime's Where takes X's type, else those
     points read a zero appended after the data (Where lacks int16, uint16, uint64, bool, bfloat16).
     """
-    r, ct = spec.rank, compute_dtype(spec)
+    r = spec.rank
     many = _gather_rows_pays(em, r, taps) or not em.target.allows("GatherElements")
-    # Within-sample indices are exact in float below S (the zero slot is S itself); the batch
-    # offsets of the rows path are added after the cast, so a symbolic batch costs nothing.
     sample = em.prod_dims("x", range(2, 2 + r))
     sample = sample if isinstance(sample, int) else None
     largest = sample  # the largest index: the zero slot past the data, S or N*S (rows)
     if many:
         batch = em.x_dim(0)
         largest = sample * batch if sample is not None and batch is not None else None
-    exact = ct if sample is not None and sample < 2**24 else ir.DataType.DOUBLE
     int_type = ir.DataType.INT32 if largest is not None and largest < 2**31 else INT64
     if em.target.index_dtype is not None:
         if em.target.index_dtype == ir.DataType.INT32 and largest is not None and largest >= 2**31:
@@ -117,12 +114,12 @@ def gather_and_combine(
         int_type = em.target.index_dtype
     flat = None
     for axis, index in enumerate(indices):
-        index = index if exact == ct else em.Cast(index, to=exact)
+        index = em.Cast(index, to=int_type)
         if axis < r - 1:
-            index = em.Mul(index, em.x_size(range(3 + axis, 2 + r), exact))
+            index = em.Mul(index, em.x_size(range(3 + axis, 2 + r), int_type))
         flat = index if flat is None else em.Add(flat, index)
     gather = _gather_rows if many else _gather_elements
-    return gather(em, x, spec, flat, weights, inside, taps, (exact, int_type))
+    return gather(em, x, spec, flat, weights, inside, taps, int_type)
 
 
 def _gather_rows_pays(em: Emitter, rank: int, taps: int) -> bool:
@@ -144,21 +141,19 @@ def _gather_rows_pays(em: Emitter, rank: int, taps: int) -> bool:
     return elements <= ROWS_MAX_ELEMENTS and 2 * spatial <= taps * points
 
 
-def _gather_elements(em, x, spec, flat, weights, inside, taps, index_types):
+def _gather_elements(em, x, spec, flat, weights, inside, taps, int_type):
     r, ct = spec.rank, compute_dtype(spec)
-    exact, int_type = index_types
     n, c = em.prod_dims("x", range(0, 1)), em.prod_dims("x", range(1, 2))
     points = [em.prod_dims("grid", range(1 + a, 2 + a)) for a in range(r)]
     data = em.Flatten(x, axis=2)  # (N*C, S)
     flat = em.Flatten(flat, axis=1)  # (N, K*P)
     mask_values = inside is not None and _where_takes(x.dtype)
     if inside is not None:
-        slot = em.const(0.0, exact) if mask_values else em.x_size(range(2, 2 + r), exact)
+        slot = em.const(0, int_type) if mask_values else em.x_size(range(2, 2 + r), int_type)
         flat = em.Where(em.Flatten(inside, axis=1), flat, slot)
         if not mask_values:
             zeros = _zeros(em, x.dtype, [em.prod_dims("x", range(0, 2)), 1])
             data = em.Concat(data, zeros, axis=1)
-    flat = em.Cast(flat, to=int_type)
     flat = em.Expand(em.Unsqueeze(flat, em.const([1], INT64)), em.shape([n, c, 1]))
     values = em.GatherElements(data, em.Flatten(flat, axis=2), axis=1)  # (N*C, K*P)
     if weights is None:
@@ -174,9 +169,8 @@ def _gather_elements(em, x, spec, flat, weights, inside, taps, index_types):
     return em.ReduceSum(em.Mul(values, weights), em.const([2], INT64), keepdims=0)
 
 
-def _gather_rows(em, x, spec, flat, weights, inside, taps, index_types):
+def _gather_rows(em, x, spec, flat, weights, inside, taps, int_type):
     r, ct = spec.rank, compute_dtype(spec)
-    exact, int_type = index_types
     n, c = em.prod_dims("x", range(0, 1)), em.x_dim(1)
     total = em.prod_dims("grid", range(1, 1 + r))
     rows = em.Flatten(em.Transpose(x, perm=[0, *range(2, r + 2), 1]), axis=r + 1)  # (N*S, C)
@@ -185,8 +179,7 @@ def _gather_rows(em, x, spec, flat, weights, inside, taps, index_types):
     if inside is not None:
         inside = em.reshape(inside, [n, 1, total])
     if mask_values:
-        flat = em.Where(inside, flat, em.const(0.0, exact))  # any index: the values are masked
-    flat = em.Cast(flat, to=int_type)
+        flat = em.Where(inside, flat, em.const(0, int_type))  # any index: values are masked
     if em.x_dim(0) != 1:
         flat = em.Add(flat, _batch_offsets(em, r, int_type))
     if inside is not None and not mask_values:

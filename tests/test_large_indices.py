@@ -1,8 +1,8 @@
 """Flat gather indices stay exact past 2**24 elements (float32's last exact integer) and 2**31.
 
-Past 2**24 the index arithmetic must leave float32 and past 2**31 the gather index must be
-int64. The first is run on a 67 MB X; the second would need an X of 2**31 elements, so the
-lowered graph is inspected instead (its static shape is never run).
+Past 2**24 the flat index must not be float32 arithmetic (it is combined in integers) and past
+2**31 the gather index must be int64. The first is run on a 67 MB X; the second would need an X
+of 2**31 elements, so the lowered graph is inspected instead (its static shape is never run).
 """
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ def test_indices_past_2_to_the_24_are_exact(big_x, shape, mode):
 def _index_types(model: onnx.ModelProto) -> list[tuple[int, int | None]]:
     """(integer type, float type of the arithmetic) of each gather's index, found upstream.
 
-    The float type is that of the Cast feeding the index arithmetic, None if there is none
-    (the arithmetic then stays in the compute type, float32 here).
+    The float type is that of a Cast feeding the index arithmetic, None if there is none
+    (the taps then stay in the compute type, float32 here, until they become integers).
     """
     producer = {out: node for node in model.graph.node for out in node.output}
     found = []
@@ -79,27 +79,27 @@ def _index_types(model: onnx.ModelProto) -> list[tuple[int, int | None]]:
 
 @pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
 @pytest.mark.parametrize(
-    "side,index_type,arithmetic",
+    "side,index_type",
     [
-        ((4095, 4096), TensorProto.INT32, None),  # 2**24 - 4096 elements: float32 suffices
-        ((4096, 4096), TensorProto.INT32, TensorProto.DOUBLE),  # the zero slot is 2**24
-        ((46340, 46340), TensorProto.INT32, TensorProto.DOUBLE),  # 2**31 - 88048
-        ((46341, 46341), TensorProto.INT64, TensorProto.DOUBLE),  # 2**31 + 4633
-        ((65536, 65536, 2), TensorProto.INT64, TensorProto.DOUBLE),  # 2**33, 3-D
+        ((4095, 4096), TensorProto.INT32),  # 2**24 - 4096 elements
+        ((4096, 4096), TensorProto.INT32),  # the zero slot is 2**24: still int32, no float
+        ((46340, 46340), TensorProto.INT32),  # 2**31 - 88048
+        ((46341, 46341), TensorProto.INT64),  # 2**31 + 4633
+        ((65536, 65536, 2), TensorProto.INT64),  # 2**33, 3-D
     ],
 )
-def test_index_types_at_the_thresholds(mode, side, index_type, arithmetic):
-    """Static shapes past 2**24 compute indices in float64, past 2**31 gather with int64."""
+def test_index_types_at_the_thresholds(mode, side, index_type):
+    """Each axis' taps are cast to the index type before any arithmetic; int64 past 2**31."""
     rank = len(side)
     model = gridsample_model([1, 1, *side], [1, *[2] * rank, rank], mode, "zeros", 0)
     kinds = _index_types(lower(model))
-    assert kinds and set(kinds) == {(index_type, arithmetic)}, kinds
+    assert kinds and set(kinds) == {(index_type, None)}, kinds
 
 
-def test_symbolic_sizes_use_int64_and_float64():
+def test_symbolic_sizes_use_int64():
     model = gridsample_model(["N", "C", "H", "W"], ["N", 3, 3, 2], "cubic", "border", 0)
     kinds = _index_types(lower(model))
-    assert kinds and set(kinds) == {(TensorProto.INT64, TensorProto.DOUBLE)}
+    assert kinds and set(kinds) == {(TensorProto.INT64, None)}
 
 
 @pytest.mark.parametrize(
@@ -107,9 +107,9 @@ def test_symbolic_sizes_use_int64_and_float64():
     [(3, (TensorProto.INT32, None)), (20, (TensorProto.INT64, None))],
     ids=["gather-elements", "rows"],
 )
-def test_a_symbolic_batch_keeps_float32_arithmetic(channels, expected):
+def test_a_symbolic_batch_keeps_int32_within_a_sample(channels, expected):
     """Within-sample indices are bounded by the static spatial size; only the rows' batch
-    offsets (added after the cast) need int64 when the batch is symbolic."""
+    offsets make the index int64 when the batch is symbolic."""
     model = gridsample_model(["N", channels, 8, 8], ["N", 8, 8, 2], "linear", "zeros", 0)
     kinds = _index_types(lower(model))
     assert kinds and set(kinds) == {expected}, kinds
