@@ -43,6 +43,9 @@ CONFIGS_2D = [  # (mode, padding, align_corners)
     ("cubic", "zeros", 0),
 ]
 CONFIGS_3D = [("linear", "zeros", 0), ("nearest", "zeros", 0), ("linear", "border", 0)]
+# A grid stored in the model (a fixed warp): onnxruntime folds the lowered coordinate math.
+CONSTANT_GRID = [(("linear", "zeros", 0), SHAPES_2D[0]), (("cubic", "zeros", 0), SHAPES_2D[0])]
+CONSTANT_GRID += [(("linear", "zeros", 0), SHAPES_2D[1])]
 TORCH_MODE = {"linear": "bilinear", "nearest": "nearest", "cubic": "bicubic"}
 
 
@@ -55,21 +58,28 @@ class Case:
     align: int
     x_shape: tuple
     out_shape: tuple
+    constant_grid: bool = False
 
     @property
     def label(self) -> str:
         shape = ",".join(map(str, self.x_shape))
         out = "x".join(map(str, self.out_shape))
-        return f"{self.mode} {self.padding} ac={self.align} | {shape} -> {out}"
+        grid = " (constant grid)" if self.constant_grid else ""
+        return f"{self.mode} {self.padding} ac={self.align} | {shape} -> {out}{grid}"
 
-    def model(self, symbolic: bool) -> onnx.ModelProto:
+    def model(self, symbolic: bool, grid: np.ndarray | None = None) -> onnx.ModelProto:
+        """The one-node model; with ``grid``, that grid is an initializer, not an input."""
         r = len(self.x_shape) - 2
         x = list(self.x_shape)
         g = [self.x_shape[0], *self.out_shape, r]
         if symbolic:
             x = ["N", "C", *[f"d{i}" for i in range(r)]]
             g = ["N", *[f"o{i}" for i in range(r)], r]
-        return gridsample_model(x, g, self.mode, self.padding, self.align)
+        model = gridsample_model(x, g, self.mode, self.padding, self.align)
+        if grid is not None:
+            del model.graph.input[1]
+            model.graph.initializer.append(onnx.numpy_helper.from_array(grid, "grid"))
+        return model
 
     def inputs(self, rng) -> dict:
         r = len(self.x_shape) - 2
@@ -82,6 +92,7 @@ def cases(quick: bool) -> list[Case]:
     shapes = SHAPES_2D[:2] if quick else SHAPES_2D
     out = [Case(m, p, a, x, o) for (x, o) in shapes for (m, p, a) in CONFIGS_2D]
     out += [Case(m, p, a, *SHAPE_3D) for (m, p, a) in CONFIGS_3D]
+    out += [Case(m, p, a, x, o, constant_grid=True) for (m, p, a), (x, o) in CONSTANT_GRID]
     return out
 
 
@@ -114,13 +125,15 @@ def torch_runner(case: Case, feeds: dict):
 
 
 def measure(case: Case, rng, budget: float) -> dict:
-    feeds = case.inputs(rng)
-    native = session(case.model(False))
+    arrays = case.inputs(rng)
+    grid = arrays["grid"] if case.constant_grid else None
+    feeds = {"X": arrays["X"]} if case.constant_grid else arrays
+    native = session(case.model(False, grid))
     expected = native.run(None, feeds)[0]
     runners = {"native": lambda: native.run(None, feeds)}
     nodes = {}
     for kind, symbolic in (("static", False), ("symbolic", True)):
-        lowered = lower(case.model(symbolic))
+        lowered = lower(case.model(symbolic, grid))
         nodes[kind] = len(lowered.graph.node)
         sess = session(lowered)
         got = sess.run(None, feeds)[0]
@@ -128,7 +141,7 @@ def measure(case: Case, rng, budget: float) -> dict:
         np.testing.assert_allclose(got, expected, atol=atol, rtol=rtol)
         runners[kind] = lambda sess=sess: sess.run(None, feeds)
     times = _interleaved(runners, budget)
-    torch_fn = torch_runner(case, feeds)
+    torch_fn = torch_runner(case, arrays)
     if torch_fn is not None:  # on its own: see _interleaved
         times.update(_interleaved({"torch": torch_fn}, budget / 2))
     med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
