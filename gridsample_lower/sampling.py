@@ -99,7 +99,7 @@ def gather_and_combine(
     zero: the gathered values are masked where onnxruntime's Where takes X's type, else those
     points read a zero appended after the data (Where lacks int16, uint16, uint64, bool, bfloat16).
     """
-    r = spec.rank
+    r, ct = spec.rank, compute_dtype(spec)
     many = _gather_rows_pays(em, r, taps) or not em.target.allows("GatherElements")
     sample = em.prod_dims("x", range(2, 2 + r))
     sample = sample if isinstance(sample, int) else None
@@ -107,19 +107,22 @@ def gather_and_combine(
     if many:
         batch = em.x_dim(0)
         largest = sample * batch if sample is not None and batch is not None else None
+    within = ir.DataType.INT32 if sample is not None and sample < 2**31 else INT64
     int_type = ir.DataType.INT32 if largest is not None and largest < 2**31 else INT64
     if em.target.index_dtype is not None:
         if em.target.index_dtype == ir.DataType.INT32 and largest is not None and largest >= 2**31:
-            raise UnsupportedGridSample(em.name, f"X has {largest} elements: too many for int32")
-        int_type = em.target.index_dtype
+            raise UnsupportedGridSample(em.name, f"indices reach {largest}: too many for int32")
+        within = int_type = em.target.index_dtype
     flat = None
     for axis, index in enumerate(indices):
-        index = em.Cast(index, to=int_type)
+        if inside is not None:  # a NaN coordinate's tap is NaN: made an index only once masked
+            index = em.Where(inside, index, em.const(0.0, ct))
+        index = em.Cast(index, to=within)
         if axis < r - 1:
-            index = em.Mul(index, em.x_size(range(3 + axis, 2 + r), int_type))
+            index = em.Mul(index, em.x_size(range(3 + axis, 2 + r), within))
         flat = index if flat is None else em.Add(flat, index)
     gather = _gather_rows if many else _gather_elements
-    return gather(em, x, spec, flat, weights, inside, taps, int_type)
+    return gather(em, x, spec, flat, weights, inside, taps, (within, int_type))
 
 
 def _gather_rows_pays(em: Emitter, rank: int, taps: int) -> bool:
@@ -141,19 +144,19 @@ def _gather_rows_pays(em: Emitter, rank: int, taps: int) -> bool:
     return elements <= ROWS_MAX_ELEMENTS and 2 * spatial <= taps * points
 
 
-def _gather_elements(em, x, spec, flat, weights, inside, taps, int_type):
+def _gather_elements(em, x, spec, flat, weights, inside, taps, index_types):
     r, ct = spec.rank, compute_dtype(spec)
+    int_type = index_types[0]  # within a sample, which is all GatherElements indexes
     n, c = em.prod_dims("x", range(0, 1)), em.prod_dims("x", range(1, 2))
     points = [em.prod_dims("grid", range(1 + a, 2 + a)) for a in range(r)]
     data = em.Flatten(x, axis=2)  # (N*C, S)
     flat = em.Flatten(flat, axis=1)  # (N, K*P)
     mask_values = inside is not None and _where_takes(x.dtype)
-    if inside is not None:
-        slot = em.const(0, int_type) if mask_values else em.x_size(range(2, 2 + r), int_type)
+    if inside is not None and not mask_values:
+        slot = em.x_size(range(2, 2 + r), int_type)
         flat = em.Where(em.Flatten(inside, axis=1), flat, slot)
-        if not mask_values:
-            zeros = _zeros(em, x.dtype, [em.prod_dims("x", range(0, 2)), 1])
-            data = em.Concat(data, zeros, axis=1)
+        zeros = _zeros(em, x.dtype, [em.prod_dims("x", range(0, 2)), 1])
+        data = em.Concat(data, zeros, axis=1)
     flat = em.Expand(em.Unsqueeze(flat, em.const([1], INT64)), em.shape([n, c, 1]))
     values = em.GatherElements(data, em.Flatten(flat, axis=2), axis=1)  # (N*C, K*P)
     if weights is None:
@@ -169,22 +172,20 @@ def _gather_elements(em, x, spec, flat, weights, inside, taps, int_type):
     return em.ReduceSum(em.Mul(values, weights), em.const([2], INT64), keepdims=0)
 
 
-def _gather_rows(em, x, spec, flat, weights, inside, taps, int_type):
+def _gather_rows(em, x, spec, flat, weights, inside, taps, index_types):
     r, ct = spec.rank, compute_dtype(spec)
-    n, c = em.prod_dims("x", range(0, 1)), em.x_dim(1)
+    within, int_type = index_types
+    n, c = em.prod_dims("x", range(0, 1)), em.prod_dims("x", range(1, 2))
     total = em.prod_dims("grid", range(1, 1 + r))
     rows = em.Flatten(em.Transpose(x, perm=[0, *range(2, r + 2), 1]), axis=r + 1)  # (N*S, C)
     flat = em.reshape(flat, [n, taps, total])
-    mask_values = inside is not None and _where_takes(x.dtype)
-    if inside is not None:
-        inside = em.reshape(inside, [n, 1, total])
-    if mask_values:
-        flat = em.Where(inside, flat, em.const(0, int_type))  # any index: values are masked
-    if em.x_dim(0) != 1:
+    if em.x_dim(0) != 1:  # within-sample indices may be int32 where these offsets are not
+        flat = flat if within == int_type else em.Cast(flat, to=int_type)
         flat = em.Add(flat, _batch_offsets(em, r, int_type))
+    mask_values = inside is not None and _where_takes(x.dtype)
     if inside is not None and not mask_values:
         past_end = em.Mul(em.x_size(range(2, 2 + r), int_type), em.x_size(range(0, 1), int_type))
-        flat = em.Where(inside, flat, past_end)
+        flat = em.Where(em.reshape(inside, [n, 1, total]), flat, past_end)
         rows = em.Concat(rows, _zeros(em, x.dtype, [1, c]), axis=0)
     if weights is not None:
         weights = em.reshape(weights, [n, taps, total, 1])
@@ -210,7 +211,8 @@ def _batch_offsets(em: Emitter, rank: int, dtype: ir.DataType) -> ir.Value:
     if batch is not None:
         return em.Mul(em.const(np.arange(batch).reshape(batch, 1, 1), dtype), spatial)
     n = em.Range(em.const(0, INT64), em.x_size(range(0, 1), INT64), em.const(1, INT64))
-    return em.Mul(em.Cast(em.Unsqueeze(n, em.const([1, 2], INT64)), to=dtype), spatial)
+    n = em.Unsqueeze(n, em.const([1, 2], INT64))
+    return em.Mul(n if dtype == INT64 else em.Cast(n, to=dtype), spatial)
 
 
 # Types onnxruntime's Where takes: masking the gathered values then beats appending a zero to X

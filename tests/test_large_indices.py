@@ -55,10 +55,10 @@ def test_indices_past_2_to_the_24_are_exact(big_x, shape, mode):
 
 
 def _index_types(model: onnx.ModelProto) -> list[tuple[int, int | None]]:
-    """(integer type, float type of the arithmetic) of each gather's index, found upstream.
+    """(index type, type of the arithmetic before it) of each gather's index, found upstream.
 
-    The float type is that of a Cast feeding the index arithmetic, None if there is none
-    (the taps then stay in the compute type, float32 here, until they become integers).
+    The second is that of an earlier Cast on the way up, None if there is none (the taps then
+    stay in the compute type, float32 here, until they become integers).
     """
     producer = {out: node for node in model.graph.node for out in node.output}
     found = []
@@ -104,15 +104,24 @@ def test_symbolic_sizes_use_int64():
 
 @pytest.mark.parametrize(
     "channels,expected",
-    [(3, (TensorProto.INT32, None)), (20, (TensorProto.INT64, None))],
+    [(3, (TensorProto.INT32, None)), (20, (TensorProto.INT64, TensorProto.INT32))],
     ids=["gather-elements", "rows"],
 )
 def test_a_symbolic_batch_keeps_int32_within_a_sample(channels, expected):
-    """Within-sample indices are bounded by the static spatial size; only the rows' batch
-    offsets make the index int64 when the batch is symbolic."""
+    """Within-sample indices are bounded by the static spatial size: int32. Only the rows'
+    batch offsets, added last, make the gathered index int64 when the batch is symbolic."""
     model = gridsample_model(["N", channels, 8, 8], ["N", 8, 8, 2], "linear", "zeros", 0)
     kinds = _index_types(lower(model))
     assert kinds and set(kinds) == {expected}, kinds
+
+
+def test_rows_past_2_to_the_31_are_refused_in_int32_or_gathered_in_int64():
+    """Each sample fits int32 (40000**2 < 2**31), all rows of the batch do not."""
+    model = gridsample_model([2, 1, 40000, 40000], [2, 2, 2, 2], name="rows")
+    with pytest.raises(UnsupportedGridSample, match="'rows'.*too many for int32"):
+        lower(model, target="webnn")  # plain Gather of rows, int32 indices
+    kinds = _index_types(lower(model, target="webnn", index_dtype="int64"))
+    assert kinds and {k[0] for k in kinds} == {TensorProto.INT64}, kinds
 
 
 def test_int32_indices_are_refused_past_2_to_the_31():

@@ -60,6 +60,17 @@ def test_webnn_forms_compute_the_same(spec, rng):
         )
 
 
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+def test_webnn_gathers_rows_with_every_size_symbolic(mode, rng):
+    """Without GatherElements even an unknown channel count gathers channels-last rows."""
+    model = gridsample_model(["N", "C", "H", "W"], ["N", "h", "w", 2], mode, "zeros", 0)
+    lowered = rewriter.rewrite(model, [gridsample_rule(target="webnn")])
+    x = rng.standard_normal((2, 5, 4, 3)).astype(np.float32)
+    grid = make_grid(rng, (2, 3, 2, 2), far=True)
+    expected = grid_sample(x, grid, mode, "zeros", 0).astype(np.float32)
+    assert_close(run_ort(lowered, {"X": x, "grid": grid}), expected, mode)
+
+
 @pytest.mark.parametrize("align", [0, 1])
 def test_webnn_rounding_breaks_ties_to_even(align, rng):
     size = 8 if not align else 5

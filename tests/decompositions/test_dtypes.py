@@ -124,8 +124,9 @@ def test_every_configuration_every_dtype(spec, dtype, rng):
 @pytest.mark.parametrize("dtype", [np.int16, ml_dtypes.bfloat16], ids=["int16", "bfloat16"])
 @pytest.mark.parametrize("mode", MODES)
 def test_channels_last_rows_with_a_zero_slot(mode, dtype, batch, rng):
-    """C >= 17 gathers rows; types Where cannot mask read a zero row past every sample's data,
-    with batch offsets added to the integer indices (static or symbolic batch)."""
+    """C >= 17 gathers rows, with batch offsets added to the integer indices (static or
+    symbolic batch). Nearest reads a zero row past every sample's data for the types Where
+    cannot mask; linear and cubic mask their weights instead."""
     x = rng.integers(-100, 100, size=(2, 20, 4, 3)).astype(dtype)
     grid = make_grid(rng, (2, 6, 4, 2), far=True)
     model = gridsample_model([batch, 20, 4, 3], [batch, 6, 4, 2], mode, "zeros", 0, x_dtype=x.dtype)
