@@ -131,7 +131,7 @@ def _gather_rows_pays(em: Emitter, rank: int, taps: int) -> bool:
     Rows win with many channels, but they need a channels-last copy of X, and they read it at
     random: worth it only while X fits in cache (GatherElements reads one channel plane at a
     time) and the points gather at least about as many values as the copy moves. A symbolic
-    batch is taken as 1 (the usual deployment); other symbolic sizes choose rows.
+    batch is taken as 1 (the usual deployment), symbolic sizes as as many points as pixels.
     """
     channels = em.x_dim(1)
     if channels is None or channels < ROWS_MIN_CHANNELS:
@@ -139,7 +139,7 @@ def _gather_rows_pays(em: Emitter, rank: int, taps: int) -> bool:
     spatial = em.prod_dims("x", range(2, 2 + rank))
     points = em.prod_dims("grid", range(1, 1 + rank))
     if not (isinstance(spatial, int) and isinstance(points, int)):
-        return True
+        return taps >= 2
     elements = (em.x_dim(0) or 1) * channels * spatial
     return elements <= ROWS_MAX_ELEMENTS and 2 * spatial <= taps * points
 
