@@ -131,7 +131,7 @@ def _gather_rows_pays(em: Emitter, rank: int, taps: int) -> bool:
     Rows win with many channels, but they need a channels-last copy of X, and they read it at
     random: worth it only while X fits in cache (GatherElements reads one channel plane at a
     time) and the points gather at least about as many values as the copy moves. A symbolic
-    batch is taken as 1 (the usual deployment), symbolic sizes as as many points as pixels.
+    batch is taken as 1 (the usual deployment), and unknown sizes as one point per pixel.
     """
     channels = em.x_dim(1)
     if channels is None or channels < ROWS_MIN_CHANNELS:
