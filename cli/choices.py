@@ -41,7 +41,8 @@ def selection_options(command):
         click.option(
             "--index-dtype",
             type=click.Choice(["int32", "int64"]),
-            help="Gather index type, overriding the target's.",
+            help="Gather index type, overriding the target's (int32 with symbolic sizes "
+            "promises they stay below 2**31 elements).",
         ),
     ]
     for option in reversed(options):

@@ -113,7 +113,8 @@ def lower(
         skip: Node names to leave alone.
         modes: Lower only these modes (empty: all).
         ranks: Lower only these spatial ranks (empty: all).
-        index_dtype: "int32" or "int64" gather indices, overriding the target's choice.
+        index_dtype: "int32" or "int64" gather indices, overriding the target's choice; int32
+            with symbolic sizes promises that they stay below 2**31 elements.
         as_functions: Emit each configuration once as a model-local function (domain
             ``gridsample_lower``) and call it, instead of inlining the ops at every node.
         strict: Raise ``UnsupportedGridSample`` for a selected node that cannot be lowered;
