@@ -11,9 +11,10 @@ The gather is chosen by channel count (``bench/run.py`` measures both):
   P contiguous C-vectors, summed with their weights.
 
 Each axis' tap positions (small exact integers in float) are cast to the index type first, and
-the flat index is combined in integers: int32 (int64 when the largest index is symbolic or
-reaches 2**31). Integer Mul/Add on the per-axis values beat float arithmetic plus one cast of
-every tap, and integers stay exact where float32 would not (past 2**24).
+the flat index is combined in integers: int32 within a sample while the spatial size is static
+and below 2**31, else int64; the rows path adds its batch offsets last, in int64 only when the
+batch is symbolic or N*S reaches 2**31. Integer Mul/Add on the per-axis values beat float
+arithmetic plus one cast of every tap, and stay exact where float32 would not (past 2**24).
 """
 
 from __future__ import annotations
