@@ -185,7 +185,7 @@ def _gather_rows(em, x, spec, flat, weights, inside, taps, index_types):
         flat = em.Add(flat, _batch_offsets(em, r, int_type))
     mask_values = inside is not None and _where_takes(x.dtype)
     if inside is not None and not mask_values:
-        past_end = em.Mul(em.x_size(range(2, 2 + r), int_type), em.x_size(range(0, 1), int_type))
+        past_end = _all_samples_size(em, r, int_type)
         flat = em.Where(em.reshape(inside, [n, 1, total]), flat, past_end)
         rows = em.Concat(rows, _zeros(em, x.dtype, [1, c]), axis=0)
     if weights is not None:
@@ -205,10 +205,20 @@ def _gather_rows(em, x, spec, flat, weights, inside, taps, index_types):
     return em.Transpose(em.reshape(y, [n, *points, c]), perm=[0, r + 1, *range(1, r + 1)])
 
 
+def _all_samples_size(em: Emitter, rank: int, dtype: ir.DataType) -> ir.Value:
+    """``N * S``, one constant when both are static: the zero row past every sample's rows."""
+    batch, spatial = em.x_dim(0), em.prod_dims("x", range(2, 2 + rank))
+    if batch is not None and isinstance(spatial, int):
+        return em.const(batch * spatial, dtype)
+    return em.Mul(em.x_size(range(2, 2 + rank), dtype), em.x_size(range(0, 1), dtype))
+
+
 def _batch_offsets(em: Emitter, rank: int, dtype: ir.DataType) -> ir.Value:
     """``n * S`` shaped ``(N, 1, 1)``, to add to the ``(N, K, P)`` within-sample indices."""
+    batch, size = em.x_dim(0), em.prod_dims("x", range(2, 2 + rank))
+    if batch is not None and isinstance(size, int):  # one constant, no Mul to fold
+        return em.const(np.arange(batch).reshape(batch, 1, 1) * size, dtype)
     spatial = em.x_size(range(2, 2 + rank), dtype)
-    batch = em.x_dim(0)
     if batch is not None:
         return em.Mul(em.const(np.arange(batch).reshape(batch, 1, 1), dtype), spatial)
     n = em.Range(em.const(0, INT64), em.x_size(range(0, 1), INT64), em.const(1, INT64))
