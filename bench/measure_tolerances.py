@@ -2,7 +2,8 @@
 
 The figures justify ``gridsample_lower/tolerances.py``: for each (dtype, mode) the largest
 ``|lowered - oracle| / (1 + |oracle|)`` over random 1-D/2-D/3-D cases with every padding and
-align_corners, grids with lattice points, ties and far-out values. The oracle is
+align_corners, grids with lattice points, ties and far-out values, with few channels and with
+many (each gather path). The oracle is
 ``gridsample_lower.reference`` (float64), rounded to the output dtype the way the spec asks.
 Run: ``python bench/measure_tolerances.py [--cases N]``.
 """
@@ -32,8 +33,13 @@ def measure(cases: int, seed: int = 0) -> dict:
         for k in range(cases):
             rank = 1 + k % 3
             padding = ["zeros", "border", "reflection"][k % 3]
-            x_shape = [2, 3, *map(int, rng.integers(2, 7, rank))]
-            grid_shape = [2, *map(int, rng.integers(1, 5, rank)), rank]
+            rows = k % 4 >= 2  # many channels and points: the channels-last rows path
+            x_shape = [2, 20 if rows else 3, *map(int, rng.integers(2, 7, rank))]
+            grid_shape = [
+                2,
+                *map(int, rng.integers(4, 9, rank) if rows else rng.integers(1, 5, rank)),
+                rank,
+            ]
             x = rng.standard_normal(x_shape) * (100 if np.dtype(dtype).kind in "iu" else 1)
             x = x.astype(dtype)
             grid = rng.uniform(-1.3, 1.3, grid_shape)

@@ -7,8 +7,9 @@ The gather is chosen by channel count (``bench/run.py`` measures both):
 
 - few channels (C <= 16, or C symbolic): one GatherElements on X viewed as ``(N*C, S)``, with
   the ``(N, K*P)`` within-sample indices expanded over C; no transpose of X or Y.
-- many channels: a channels-last copy of X, ``(N*S, C)``, and one Gather per tap, each fetching
-  P contiguous C-vectors, summed with their weights.
+- many channels: a channels-last copy of X, ``(N*S, C)``, made tile by tile; then one Gather
+  per tap, each fetching P contiguous C-vectors, summed with their weights; or, for many taps
+  (cubic) and up to 128 channels, one Gather of every tap summed by one batched MatMul.
 
 Each axis' tap positions (small exact integers in float) are cast to the index type first, and
 the flat index is combined in integers: int32 within a sample while the spatial size is static
@@ -34,6 +35,9 @@ __all__ = ["Kernel", "gather_and_combine", "grid_coordinates", "interpolate"]
 INT64 = ir.DataType.INT64
 ROWS_MIN_CHANNELS = 17  # from here on, gathering channels-last rows beats GatherElements...
 ROWS_MAX_ELEMENTS = 2**18  # ...while X stays cache-sized (1 MB of float32)
+MATMUL_MIN_TAPS = 16  # with this many taps (cubic), rows are summed by one MatMul...
+MATMUL_MIN_CHANNELS = 16  # ...from this many channels...
+MATMUL_MAX_CHANNELS = 128  # ...up to this many
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,20 +133,33 @@ def gather_and_combine(
 def _gather_rows_pays(em: Emitter, rank: int, taps: int) -> bool:
     """Whether gathering channels-last rows beats GatherElements (bench/run.py measures both).
 
-    Rows win with many channels, but they need a channels-last copy of X, and they read it at
-    random: worth it only while X fits in cache (GatherElements reads one channel plane at a
-    time) and the points gather at least about as many values as the copy moves. A symbolic
-    batch is taken as 1 (the usual deployment), and unknown sizes as one point per pixel.
+    Rows win with many channels, but they need a channels-last copy of X, so the points must
+    gather at least about as many values as the copy moves. Summed tap by tap, they also read
+    X at random, which pays only while X fits in cache (GatherElements reads one channel plane
+    at a time); summed by one MatMul (many taps), they win at any size from 16 channels on.
+    A symbolic batch is taken as 1 (the usual deployment), and unknown sizes as one point per
+    pixel.
     """
     channels = em.x_dim(1)
-    if channels is None or channels < ROWS_MIN_CHANNELS:
+    matmul = _matmul_pays(em, taps)
+    if channels is None or channels < (MATMUL_MIN_CHANNELS if matmul else ROWS_MIN_CHANNELS):
         return False
     spatial = em.prod_dims("x", range(2, 2 + rank))
     points = em.prod_dims("grid", range(1, 1 + rank))
     if not (isinstance(spatial, int) and isinstance(points, int)):
         return taps >= 2
-    elements = (em.x_dim(0) or 1) * channels * spatial
-    return elements <= ROWS_MAX_ELEMENTS and 2 * spatial <= taps * points
+    cached = (em.x_dim(0) or 1) * channels * spatial <= ROWS_MAX_ELEMENTS
+    return (matmul or cached) and 2 * spatial <= taps * points
+
+
+def _matmul_pays(em: Emitter, taps: int) -> bool:
+    """Whether rows are summed by one batched MatMul rather than a chain of Mul and Add.
+
+    With many taps (cubic) one Gather of every tap and a MatMul with the weights beat the
+    per-tap chain (1x64x64x64: 2.8 vs 3.9 ms); past ~128 channels the chain wins back.
+    """
+    channels = em.x_dim(1)
+    return taps >= MATMUL_MIN_TAPS and channels is not None and channels <= MATMUL_MAX_CHANNELS
 
 
 def _gather_elements(em, x, spec, flat, weights, inside, taps, index_types):
@@ -174,11 +191,11 @@ def _gather_elements(em, x, spec, flat, weights, inside, taps, index_types):
 
 
 def _gather_rows(em, x, spec, flat, weights, inside, taps, index_types):
-    r, ct = spec.rank, compute_dtype(spec)
+    r = spec.rank
     within, int_type = index_types
     n, c = em.prod_dims("x", range(0, 1)), em.prod_dims("x", range(1, 2))
     total = em.prod_dims("grid", range(1, 1 + r))
-    rows = em.Flatten(em.Transpose(x, perm=[0, *range(2, r + 2), 1]), axis=r + 1)  # (N*S, C)
+    rows = _channels_last(em, x, r)  # (N*S, C)
     flat = em.reshape(flat, [n, taps, total])
     if em.x_dim(0) != 1:  # within-sample indices may be int32 where these offsets are not
         flat = flat if within == int_type else em.Cast(flat, to=int_type)
@@ -188,6 +205,20 @@ def _gather_rows(em, x, spec, flat, weights, inside, taps, index_types):
         past_end = _all_samples_size(em, r, int_type)
         flat = em.Where(em.reshape(inside, [n, 1, total]), flat, past_end)
         rows = em.Concat(rows, _zeros(em, x.dtype, [1, c]), axis=0)
+    if weights is not None and _matmul_pays(em, taps):
+        y = _matmul_taps(em, rows, flat, weights, spec, taps, total)
+    else:
+        y = _chain_taps(em, rows, flat, weights, spec, taps, total)
+    if mask_values:
+        y = em.Where(em.reshape(inside, [n, total, 1]), y, _zero(em, x.dtype))
+    # Transposed last, straight into the output's shape: a Reshape last would copy it.
+    points = [em.prod_dims("grid", range(1 + a, 2 + a)) for a in range(r)]
+    return em.Transpose(em.reshape(y, [n, *points, c]), perm=[0, r + 1, *range(1, r + 1)])
+
+
+def _chain_taps(em, rows, flat, weights, spec, taps, total):
+    """``(N, P, C)``: one Gather per tap, weighted and summed by a chain of Adds."""
+    ct, n = compute_dtype(spec), em.prod_dims("x", range(0, 1))
     if weights is not None:
         weights = em.reshape(weights, [n, taps, total, 1])
     y = None
@@ -198,11 +229,48 @@ def _gather_rows(em, x, spec, flat, weights, inside, taps, index_types):
             values = values if spec.x_dtype == ct else em.Cast(values, to=ct)
             values = em.Mul(values, em.Gather(weights, tap, axis=1))
         y = values if y is None else em.Add(y, values)
-    if mask_values:
-        y = em.Where(em.reshape(inside, [n, total, 1]), y, _zero(em, x.dtype))
-    # Transposed last, straight into the output's shape: a Reshape last would copy it.
-    points = [em.prod_dims("grid", range(1 + a, 2 + a)) for a in range(r)]
-    return em.Transpose(em.reshape(y, [n, *points, c]), perm=[0, r + 1, *range(1, r + 1)])
+    return y
+
+
+def _matmul_taps(em, rows, flat, weights, spec, taps, total):
+    """``(N, P, C)``: every tap in one Gather, ``(N, P, K, C)``, summed by one MatMul.
+
+    The ``(N, P, 1, K)`` weights times the ``(N, P, K, C)`` taps: a batch of small products.
+    """
+    ct, n = compute_dtype(spec), em.prod_dims("x", range(0, 1))
+    c = em.prod_dims("x", range(1, 2))
+    values = em.Gather(rows, em.Transpose(flat, perm=[0, 2, 1]), axis=0)
+    values = values if spec.x_dtype == ct else em.Cast(values, to=ct)
+    weights = em.Transpose(em.reshape(weights, [n, 1, taps, total]), perm=[0, 3, 1, 2])
+    return em.reshape(em.MatMul(weights, values), [n, total, c])
+
+
+def _channels_last(em: Emitter, x: ir.Value, rank: int) -> ir.Value:
+    """X as ``(N*S, C)`` rows: a channels-last copy, made in tiles of ~128 points.
+
+    onnxruntime's transpose of a wide ``(C, S)`` plane thrashes the cache, while tiles of
+    ``(C, 128)`` do not (64x64 points of 64 channels: 125 vs 190 us, with the tiles' copy).
+    """
+    spatial = em.prod_dims("x", range(2, 2 + rank))
+    tile = _tile(spatial) if isinstance(spatial, int) else None
+    if tile is None:
+        return em.Flatten(em.Transpose(x, perm=[0, *range(2, rank + 2), 1]), axis=rank + 1)
+    n, c = em.prod_dims("x", range(0, 1)), em.prod_dims("x", range(1, 2))
+    blocks = em.Transpose(em.reshape(x, [n, c, spatial // tile, tile]), perm=[0, 2, 1, 3])
+    # A Reshape between the two keeps onnxruntime from fusing them back into one transpose.
+    blocks = em.reshape(blocks, [-1, c, tile])
+    return em.Flatten(em.Transpose(blocks, perm=[0, 2, 1]), axis=2)
+
+
+TILE = 128
+
+
+def _tile(spatial: int) -> int | None:
+    """The divisor of ``spatial`` nearest TILE from below, if a tile of it is worth a copy."""
+    if spatial <= TILE:
+        return None
+    best = max(d for d in range(1, TILE + 1) if spatial % d == 0)
+    return best if best >= 16 else None
 
 
 def _all_samples_size(em: Emitter, rank: int, dtype: ir.DataType) -> ir.Value:

@@ -136,3 +136,21 @@ def test_channels_last_rows_with_a_zero_slot(mode, dtype, batch, rng):
     expected = grid_sample(x, grid.astype(np.float64), mode, "zeros", 0)
     assert y.dtype == expected.dtype
     assert_close(y, expected, mode)
+
+
+@pytest.mark.parametrize(
+    "dtype", [np.float64, np.int32, np.float16], ids=lambda d: np.dtype(d).name
+)
+def test_cubic_rows_matmul_in_each_compute_type(dtype, rng):
+    """From 16 channels cubic sums its rows with one MatMul: in float64 for double and 32-bit
+    integer X, in float32 (then cast back) for halves."""
+    scale = 50 if np.dtype(dtype).kind == "i" else 1
+    x = (rng.standard_normal((2, 20, 5, 6)) * scale).astype(dtype)
+    grid = make_grid(rng, (2, 8, 7, 2), far=True)
+    model = gridsample_model(list(x.shape), list(grid.shape), "cubic", "zeros", 0, x_dtype=dtype)
+    lowered = lower(model)
+    matmuls = [n for n in lowered.graph.node if n.op_type == "MatMul"]
+    assert len(matmuls) == 1
+    y = run_ort(lowered, {"X": x, "grid": grid})
+    assert y.dtype == x.dtype
+    assert_close(y, _expected(x, grid, "cubic", "zeros", dtype), "cubic", dtype)

@@ -45,6 +45,32 @@ def test_every_configuration_many_channels(spec, rng):
 
 
 @pytest.mark.parametrize(
+    ("x_shape", "tiled"),
+    [((2, 20, 16, 24), True), ((1, 24, 17, 19), True), ((1, 130, 13, 11), False)],
+    ids=["tiles-of-128", "tiles-of-19", "untiled-130-channels"],
+)
+@pytest.mark.parametrize(
+    ("mode", "padding", "align"), [("linear", "zeros", 0), ("cubic", "border", 1)]
+)
+def test_channels_last_rows_on_larger_maps(x_shape, tiled, mode, padding, align, rng):
+    """Maps past one tile copy X channels-last tile by tile (two Transposes), where S has a
+    divisor from 16 to 128; cubic sums its taps with one MatMul up to 128 channels, else
+    tap by tap."""
+    from gridsample_lower.spec import GridSampleSpec
+
+    spec = GridSampleSpec(2, mode, padding, align)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    grid = make_grid(rng, (x_shape[0], 24, 20, 2), far=True)
+    lowered = lower(spec_model(spec, x, grid))
+    ops = [n.op_type for n in lowered.graph.node]
+    matmul = mode == "cubic" and x_shape[1] <= 128
+    assert ("MatMul" in ops) == matmul
+    # grid, X (once or per tile), output; the MatMul's indices and weights
+    assert ops.count("Transpose") == 3 + tiled + 2 * matmul
+    assert_close(run_ort(lowered, {"X": x, "grid": grid}), oracle(spec, x, grid), mode)
+
+
+@pytest.mark.parametrize(
     "spec", supported_specs(ranks=(2, 3)), ids=lambda s: s.label.replace(" ", "-")
 )
 def test_far_out_of_range_grid(spec, rng):
