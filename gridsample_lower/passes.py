@@ -10,8 +10,11 @@ main graph and every subgraph, and reports what it lowered.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
-from collections.abc import Callable, Iterable
+import gc
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
 import onnx
@@ -63,6 +66,10 @@ class LowerGridSamplePass(ir.passes.InPlacePass):
         self.as_functions = as_functions
 
     def call(self, model: ir.Model) -> LoweringResult:
+        with cyclic_gc_paused():
+            return self._lower(model)
+
+    def _lower(self, model: ir.Model) -> LoweringResult:
         name_unnamed(model, find_gridsamples(model))
         inlined = _inline_functions_with_gridsample(model)
         with inferred_types(model):
@@ -141,16 +148,45 @@ def lower_with_report(
     selection = selection_of(**choices)
     is_proto = isinstance(model, onnx.ModelProto)
     proto = model if is_proto else ir.serde.serialize_model(model)
-    work = ir.serde.deserialize_model(proto)
     lowering = LowerGridSamplePass(
         strict=strict, select=selection, target=selection.target, as_functions=as_functions
     )
-    result = lowering(work)
-    if not is_proto:
-        return result.model, result.lowered
-    out = ir.serde.serialize_model(result.model)
+    with cyclic_gc_paused():
+        result = lowering(ir.serde.deserialize_model(proto))
+        if not is_proto:
+            return result.model, result.lowered
+        out = ir.serde.serialize_model(result.model)
     _drop_new_value_info(out, {info.name for g in _graphs(proto) for info in g.value_info})
     return out, result.lowered
+
+
+_gc_lock = threading.Lock()
+_gc_pauses = 0  # how many lowerings, in any thread, are running with the collector paused
+_gc_was_enabled = False
+
+
+@contextlib.contextmanager
+def cyclic_gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a lowering builds its nodes.
+
+    Tens of thousands of new graph objects trigger collections that scan them all again:
+    a third of the time lowering 500 GridSamples (3.0 vs 2.0 s). Reference counting still frees
+    memory meanwhile. The collector is restored as it was when the last concurrent lowering
+    ends, so a caller's own ``gc.disable()`` is kept.
+    """
+    global _gc_pauses, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
 
 
 def _drop_new_value_info(model: onnx.ModelProto, kept: set[str]) -> None:

@@ -35,6 +35,7 @@ INVENTORY = {
     "Gather",
     "GatherElements",
     "GreaterOrEqual",
+    "MatMul",
     "Max",
     "Min",
     "Sign",
@@ -66,11 +67,19 @@ def _feeds(rng, x_shape, grid_shape):
 
 
 @pytest.mark.parametrize("spec", supported_specs(), ids=lambda s: s.label.replace(" ", "-"))
-@pytest.mark.parametrize("symbolic", [False, True], ids=["static", "symbolic"])
-def test_op_inventory_and_checker(spec, symbolic):
+@pytest.mark.parametrize(
+    ("symbolic", "channels"),
+    [(False, 3), (False, 20), (True, "C")],
+    ids=["static", "static-20-channels", "symbolic"],
+)
+def test_op_inventory_and_checker(spec, symbolic, channels):
     """Only inventory ops, no control flow, no custom domain; passes the full checker."""
     r = spec.rank
-    x_shape = ["N", "C", *[f"d{i}" for i in range(r)]] if symbolic else [2, 3, *range(4, 4 + r)]
+    x_shape = (
+        ["N", channels, *[f"d{i}" for i in range(r)]]
+        if symbolic
+        else [2, channels, *range(4, 4 + r)]
+    )
     grid_shape = ["N", *[f"o{i}" for i in range(r)], r] if symbolic else [2, *range(2, 2 + r), r]
     model = gridsample_model(x_shape, grid_shape, spec.mode, spec.padding_mode, spec.align_corners)
     lowered = lower(model)
