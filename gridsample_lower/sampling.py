@@ -35,6 +35,7 @@ __all__ = ["Kernel", "gather_and_combine", "grid_coordinates", "interpolate"]
 INT64 = ir.DataType.INT64
 ROWS_MIN_CHANNELS = 17  # from here on, gathering channels-last rows beats GatherElements...
 ROWS_MAX_ELEMENTS = 2**18  # ...while X stays cache-sized (1 MB of float32)
+TILE = 128  # points per tile of the channels-last copy
 MATMUL_MIN_TAPS = 16  # with this many taps (cubic), rows are summed by one MatMul...
 MATMUL_MIN_CHANNELS = 16  # ...from this many channels...
 MATMUL_MAX_CHANNELS = 128  # ...up to this many
@@ -196,6 +197,8 @@ def _gather_rows(em, x, spec, flat, weights, inside, taps, index_types):
     n, c = em.prod_dims("x", range(0, 1)), em.prod_dims("x", range(1, 2))
     total = em.prod_dims("grid", range(1, 1 + r))
     rows = _channels_last(em, x, r)  # (N*S, C)
+    if weights is not None and spec.x_dtype != compute_dtype(spec):
+        rows = em.Cast(rows, to=compute_dtype(spec))  # once: fewer rows than gathered taps
     flat = em.reshape(flat, [n, taps, total])
     if em.x_dim(0) != 1:  # within-sample indices may be int32 where these offsets are not
         flat = flat if within == int_type else em.Cast(flat, to=int_type)
@@ -206,9 +209,9 @@ def _gather_rows(em, x, spec, flat, weights, inside, taps, index_types):
         flat = em.Where(em.reshape(inside, [n, 1, total]), flat, past_end)
         rows = em.Concat(rows, _zeros(em, x.dtype, [1, c]), axis=0)
     if weights is not None and _matmul_pays(em, taps):
-        y = _matmul_taps(em, rows, flat, weights, spec, taps, total)
+        y = _matmul_taps(em, rows, flat, weights, taps, total)
     else:
-        y = _chain_taps(em, rows, flat, weights, spec, taps, total)
+        y = _chain_taps(em, rows, flat, weights, taps, total)
     if mask_values:
         y = em.Where(em.reshape(inside, [n, total, 1]), y, _zero(em, x.dtype))
     # Transposed last, straight into the output's shape: a Reshape last would copy it.
@@ -216,9 +219,9 @@ def _gather_rows(em, x, spec, flat, weights, inside, taps, index_types):
     return em.Transpose(em.reshape(y, [n, *points, c]), perm=[0, r + 1, *range(1, r + 1)])
 
 
-def _chain_taps(em, rows, flat, weights, spec, taps, total):
+def _chain_taps(em, rows, flat, weights, taps, total):
     """``(N, P, C)``: one Gather per tap, weighted and summed by a chain of Adds."""
-    ct, n = compute_dtype(spec), em.prod_dims("x", range(0, 1))
+    n = em.prod_dims("x", range(0, 1))
     if weights is not None:
         weights = em.reshape(weights, [n, taps, total, 1])
     y = None
@@ -226,21 +229,18 @@ def _chain_taps(em, rows, flat, weights, spec, taps, total):
         tap = em.index(k)
         values = em.Gather(rows, em.Gather(flat, tap, axis=1), axis=0)  # (N, P, C)
         if weights is not None:
-            values = values if spec.x_dtype == ct else em.Cast(values, to=ct)
             values = em.Mul(values, em.Gather(weights, tap, axis=1))
         y = values if y is None else em.Add(y, values)
     return y
 
 
-def _matmul_taps(em, rows, flat, weights, spec, taps, total):
+def _matmul_taps(em, rows, flat, weights, taps, total):
     """``(N, P, C)``: every tap in one Gather, ``(N, P, K, C)``, summed by one MatMul.
 
     The ``(N, P, 1, K)`` weights times the ``(N, P, K, C)`` taps: a batch of small products.
     """
-    ct, n = compute_dtype(spec), em.prod_dims("x", range(0, 1))
-    c = em.prod_dims("x", range(1, 2))
+    n, c = em.prod_dims("x", range(0, 1)), em.prod_dims("x", range(1, 2))
     values = em.Gather(rows, em.Transpose(flat, perm=[0, 2, 1]), axis=0)
-    values = values if spec.x_dtype == ct else em.Cast(values, to=ct)
     weights = em.Transpose(em.reshape(weights, [n, 1, taps, total]), perm=[0, 3, 1, 2])
     return em.reshape(em.MatMul(weights, values), [n, total, c])
 
@@ -260,9 +260,6 @@ def _channels_last(em: Emitter, x: ir.Value, rank: int) -> ir.Value:
     # A Reshape between the two keeps onnxruntime from fusing them back into one transpose.
     blocks = em.reshape(blocks, [-1, c, tile])
     return em.Flatten(em.Transpose(blocks, perm=[0, 2, 1]), axis=2)
-
-
-TILE = 128
 
 
 def _tile(spatial: int) -> int | None:
