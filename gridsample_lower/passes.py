@@ -169,23 +169,26 @@ _gc_was_enabled = False
 def cyclic_gc_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector while a lowering builds its nodes.
 
-    Tens of thousands of new graph objects trigger collections that scan them all again:
-    a third of the time lowering 500 GridSamples (3.0 vs 2.0 s). Reference counting still frees
-    memory meanwhile. The collector is restored as it was when the last concurrent lowering
-    ends, so a caller's own ``gc.disable()`` is kept.
+    Tens of thousands of new graph objects trigger collections that scan them all again: a
+    third of the time lowering 500 GridSamples (2.5-3.0 vs 1.9 s). The pause is process-wide;
+    cycles made meanwhile wait for the next collection (the peak memory of that lowering did
+    not change: 237 MB either way). The collector is restored as it was when the last
+    concurrent lowering ends, so a caller's own ``gc.disable()`` is kept.
     """
     global _gc_pauses, _gc_was_enabled
-    with _gc_lock:
-        if _gc_pauses == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _gc_pauses += 1
+    paused = False
     try:
+        with _gc_lock:
+            if _gc_pauses == 0:
+                _gc_was_enabled = gc.isenabled()
+                gc.disable()
+            _gc_pauses += 1
+            paused = True
         yield
     finally:
         with _gc_lock:
-            _gc_pauses -= 1
-            if _gc_pauses == 0 and _gc_was_enabled:
+            _gc_pauses -= paused
+            if paused and _gc_pauses == 0 and _gc_was_enabled:
                 gc.enable()
 
 

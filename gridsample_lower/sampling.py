@@ -5,11 +5,12 @@ one tap axis per spatial axis (T long on its own axis, 1 on the others), the out
 innermost and planar. Adding the per-axis tensors broadcasts to all K = T**r tap combinations.
 The gather is chosen by channel count (``bench/run.py`` measures both):
 
-- few channels (C <= 16, or C symbolic): one GatherElements on X viewed as ``(N*C, S)``, with
-  the ``(N, K*P)`` within-sample indices expanded over C; no transpose of X or Y.
+- few channels (C <= 16, C <= 15 with 16 taps or more, or C symbolic): one GatherElements on
+  X viewed as ``(N*C, S)``, with the ``(N, K*P)`` within-sample indices expanded over C; no
+  transpose of X or Y.
 - many channels: a channels-last copy of X, ``(N*S, C)``, made tile by tile; then one Gather
-  per tap, each fetching P contiguous C-vectors, summed with their weights; or, for many taps
-  (cubic) and up to 128 channels, one Gather of every tap summed by one batched MatMul.
+  per tap, each fetching P contiguous C-vectors, summed with their weights; or, with 16 taps
+  or more (cubic) and up to 128 channels, one Gather of every tap summed by one batched MatMul.
 
 Each axis' tap positions (small exact integers in float) are cast to the index type first, and
 the flat index is combined in integers: int32 within a sample while the spatial size is static
@@ -141,9 +142,8 @@ def _gather_rows_pays(em: Emitter, rank: int, taps: int) -> bool:
     A symbolic batch is taken as 1 (the usual deployment), and unknown sizes as one point per
     pixel.
     """
-    channels = em.x_dim(1)
-    matmul = _matmul_pays(em, taps)
-    if channels is None or channels < (MATMUL_MIN_CHANNELS if matmul else ROWS_MIN_CHANNELS):
+    channels, matmul = em.x_dim(1), _matmul_pays(em, taps)
+    if channels is None or not (matmul or channels >= ROWS_MIN_CHANNELS):
         return False
     spatial = em.prod_dims("x", range(2, 2 + rank))
     points = em.prod_dims("grid", range(1, 1 + rank))
@@ -156,11 +156,14 @@ def _gather_rows_pays(em: Emitter, rank: int, taps: int) -> bool:
 def _matmul_pays(em: Emitter, taps: int) -> bool:
     """Whether rows are summed by one batched MatMul rather than a chain of Mul and Add.
 
-    With many taps (cubic) one Gather of every tap and a MatMul with the weights beat the
-    per-tap chain (1x64x64x64: 2.8 vs 3.9 ms); past ~128 channels the chain wins back.
+    With 16 taps or more (2-D and 3-D cubic, 4-D linear) and 16 to 128 channels, one Gather of
+    every tap and a MatMul with the weights beat the per-tap chain (cubic 1x64x64x64: 2.8 vs
+    3.9 ms), and even GatherElements at 16 channels; past ~128 channels the chain wins back.
     """
     channels = em.x_dim(1)
-    return taps >= MATMUL_MIN_TAPS and channels is not None and channels <= MATMUL_MAX_CHANNELS
+    if taps < MATMUL_MIN_TAPS or channels is None:
+        return False
+    return MATMUL_MIN_CHANNELS <= channels <= MATMUL_MAX_CHANNELS
 
 
 def _gather_elements(em, x, spec, flat, weights, inside, taps, index_types):
@@ -197,8 +200,6 @@ def _gather_rows(em, x, spec, flat, weights, inside, taps, index_types):
     n, c = em.prod_dims("x", range(0, 1)), em.prod_dims("x", range(1, 2))
     total = em.prod_dims("grid", range(1, 1 + r))
     rows = _channels_last(em, x, r)  # (N*S, C)
-    if weights is not None and spec.x_dtype != compute_dtype(spec):
-        rows = em.Cast(rows, to=compute_dtype(spec))  # once: fewer rows than gathered taps
     flat = em.reshape(flat, [n, taps, total])
     if em.x_dim(0) != 1:  # within-sample indices may be int32 where these offsets are not
         flat = flat if within == int_type else em.Cast(flat, to=int_type)
@@ -208,12 +209,15 @@ def _gather_rows(em, x, spec, flat, weights, inside, taps, index_types):
         past_end = _all_samples_size(em, r, int_type)
         flat = em.Where(em.reshape(inside, [n, 1, total]), flat, past_end)
         rows = em.Concat(rows, _zeros(em, x.dtype, [1, c]), axis=0)
+    y_dtype = x.dtype if weights is None else compute_dtype(spec)
+    if y_dtype != x.dtype:  # cast once here, usually fewer rows than the taps gathered
+        rows = em.Cast(rows, to=y_dtype)
     if weights is not None and _matmul_pays(em, taps):
         y = _matmul_taps(em, rows, flat, weights, taps, total)
     else:
         y = _chain_taps(em, rows, flat, weights, taps, total)
     if mask_values:
-        y = em.Where(em.reshape(inside, [n, total, 1]), y, _zero(em, x.dtype))
+        y = em.Where(em.reshape(inside, [n, total, 1]), y, _zero(em, y_dtype))
     # Transposed last, straight into the output's shape: a Reshape last would copy it.
     points = [em.prod_dims("grid", range(1 + a, 2 + a)) for a in range(r)]
     return em.Transpose(em.reshape(y, [n, *points, c]), perm=[0, r + 1, *range(1, r + 1)])
@@ -251,11 +255,12 @@ def _channels_last(em: Emitter, x: ir.Value, rank: int) -> ir.Value:
     onnxruntime's transpose of a wide ``(C, S)`` plane thrashes the cache, while tiles of
     ``(C, 128)`` do not (64x64 points of 64 channels: 125 vs 190 us, with the tiles' copy).
     """
-    spatial = em.prod_dims("x", range(2, 2 + rank))
-    tile = _tile(spatial) if isinstance(spatial, int) else None
+    spatial, c = em.prod_dims("x", range(2, 2 + rank)), em.x_dim(1)
+    tiled = isinstance(spatial, int) and c  # static and nonzero: the Reshape's -1 is exact
+    tile = _tile(spatial) if tiled else None
     if tile is None:
         return em.Flatten(em.Transpose(x, perm=[0, *range(2, rank + 2), 1]), axis=rank + 1)
-    n, c = em.prod_dims("x", range(0, 1)), em.prod_dims("x", range(1, 2))
+    n = em.prod_dims("x", range(0, 1))
     blocks = em.Transpose(em.reshape(x, [n, c, spatial // tile, tile]), perm=[0, 2, 1, 3])
     # A Reshape between the two keeps onnxruntime from fusing them back into one transpose.
     blocks = em.reshape(blocks, [-1, c, tile])

@@ -177,6 +177,9 @@ def test_cyclic_gc_is_paused_while_lowering_and_restored_after():
     model = gridsample_model([1, 2, 4, 5], [1, 3, 3, 2], "linear", "zeros", 0)
     LowerGridSamplePass(select=select)(ir.serde.deserialize_model(model))
     assert seen and not any(seen) and gc.isenabled()
+    with pytest.raises(UnsupportedGridSample):  # restored when a lowering fails too
+        lower(BAD_NODES["unknown mode"][0])
+    assert gc.isenabled()
     gc.disable()  # a caller's own choice is kept
     try:
         lower(model)
