@@ -5,12 +5,13 @@ one tap axis per spatial axis (T long on its own axis, 1 on the others), the out
 innermost and planar. Adding the per-axis tensors broadcasts to all K = T**r tap combinations.
 The gather is chosen by channel count (``bench/run.py`` measures both):
 
-- few channels (C <= 16, C <= 15 with 16 taps or more, or C symbolic): one GatherElements on
-  X viewed as ``(N*C, S)``, with the ``(N, K*P)`` within-sample indices expanded over C; no
-  transpose of X or Y.
+- few channels (C <= 16, or C symbolic; with 8 taps or more, C * taps < 256): one
+  GatherElements on X viewed as ``(N*C, S)``, with the ``(N, K*P)`` within-sample indices
+  expanded over C; no transpose of X or Y.
 - many channels: a channels-last copy of X, ``(N*S, C)``, made tile by tile; then one Gather
-  per tap, each fetching P contiguous C-vectors, summed with their weights; or, with 16 taps
-  or more (cubic) and up to 128 channels, one Gather of every tap summed by one batched MatMul.
+  per tap, each fetching P contiguous C-vectors, summed with their weights; or, with 8 taps
+  or more (3-D linear, cubic) and up to 128 channels, one Gather of every tap summed by one
+  batched MatMul.
 
 Each axis' tap positions (small exact integers in float) are cast to the index type first, and
 the flat index is combined in integers: int32 within a sample while the spatial size is static
@@ -37,9 +38,9 @@ INT64 = ir.DataType.INT64
 ROWS_MIN_CHANNELS = 17  # from here on, gathering channels-last rows beats GatherElements...
 ROWS_MAX_ELEMENTS = 2**18  # ...while X stays cache-sized (1 MB of float32)
 TILE = 128  # points per tile of the channels-last copy
-MATMUL_MIN_TAPS = 16  # with this many taps (cubic), rows are summed by one MatMul...
-MATMUL_MIN_CHANNELS = 16  # ...from this many channels...
-MATMUL_MAX_CHANNELS = 128  # ...up to this many
+MATMUL_MIN_TAPS = 8  # with this many taps (3-D linear, cubic), rows are summed by one MatMul...
+MATMUL_MIN_VALUES = 256  # ...once channels x taps reach this...
+MATMUL_MAX_CHANNELS = 128  # ...up to this many channels
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,14 +157,15 @@ def _gather_rows_pays(em: Emitter, rank: int, taps: int) -> bool:
 def _matmul_pays(em: Emitter, taps: int) -> bool:
     """Whether rows are summed by one batched MatMul rather than a chain of Mul and Add.
 
-    With 16 taps or more (2-D and 3-D cubic, 4-D linear) and 16 to 128 channels, one Gather of
-    every tap and a MatMul with the weights beat the per-tap chain (cubic 1x64x64x64: 2.8 vs
-    3.9 ms), and even GatherElements at 16 channels; past ~128 channels the chain wins back.
+    With 8 taps or more (3-D linear, cubic), one Gather of every tap and a MatMul with the
+    weights beat the per-tap chain (2-D cubic, 64 channels: 2.8 vs 3.9 ms; 3-D linear: 10%),
+    and GatherElements too once each point gathers 256 values (16 channels for 2-D cubic, 32
+    for 3-D linear); past ~128 channels the chain wins back.
     """
     channels = em.x_dim(1)
     if taps < MATMUL_MIN_TAPS or channels is None:
         return False
-    return MATMUL_MIN_CHANNELS <= channels <= MATMUL_MAX_CHANNELS
+    return channels * taps >= MATMUL_MIN_VALUES and channels <= MATMUL_MAX_CHANNELS
 
 
 def _gather_elements(em, x, spec, flat, weights, inside, taps, index_types):

@@ -70,6 +70,22 @@ def test_channels_last_rows_on_larger_maps(x_shape, tiled, mode, padding, align,
     assert_close(run_ort(lowered, {"X": x, "grid": grid}), oracle(spec, x, grid), mode)
 
 
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("channels", [31, 32, 128, 129])
+def test_3d_linear_rows_matmul_from_256_values_per_point(channels, padding, rng):
+    """3-D linear gathers 8 taps: its rows are summed by one MatMul once each point gathers
+    256 values (32 channels), up to 128 channels; else tap by tap or by GatherElements."""
+    from gridsample_lower.spec import GridSampleSpec
+
+    spec = GridSampleSpec(3, "linear", padding, 1)
+    x = rng.standard_normal((2, channels, 3, 4, 5)).astype(np.float32)
+    grid = make_grid(rng, (2, 4, 4, 4, 3), far=True)
+    lowered = lower(spec_model(spec, x, grid))
+    uses_matmul = any(n.op_type == "MatMul" for n in lowered.graph.node)
+    assert uses_matmul == (32 <= channels <= 128)
+    assert_close(run_ort(lowered, {"X": x, "grid": grid}), oracle(spec, x, grid), "linear")
+
+
 @pytest.mark.parametrize(
     "spec", supported_specs(ranks=(2, 3)), ids=lambda s: s.label.replace(" ", "-")
 )
