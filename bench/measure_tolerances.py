@@ -34,7 +34,7 @@ def measure(cases: int, seed: int = 0) -> dict:
             rank = 1 + k % 3
             padding = ["zeros", "border", "reflection"][k % 3]
             rows = k % 4 >= 2  # many channels and points: the channels-last rows path
-            x_shape = [2, 32 if rows else 3, *map(int, rng.integers(2, 7, rank))]
+            x_shape = [2, 40 if rows else 3, *map(int, rng.integers(2, 7, rank))]
             grid_shape = [
                 2,
                 *map(int, rng.integers(4, 9, rank) if rows else rng.integers(1, 5, rank)),

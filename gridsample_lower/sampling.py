@@ -5,7 +5,7 @@ one tap axis per spatial axis (T long on its own axis, 1 on the others), the out
 innermost and planar. Adding the per-axis tensors broadcasts to all K = T**r tap combinations.
 The gather is chosen by channel count (``bench/run.py`` measures both):
 
-- few channels (C <= 16, or C symbolic; with 8 taps or more, C * taps < 256): one
+- few channels (C <= 32, or C symbolic; with 8 taps or more, C * taps < 256): one
   GatherElements on X viewed as ``(N*C, S)``, with the ``(N, K*P)`` within-sample indices
   expanded over C; no transpose of X or Y.
 - many channels: a channels-last copy of X, ``(N*S, C)``, made tile by tile; then one Gather
@@ -35,7 +35,7 @@ from gridsample_lower.spec import GridSampleSpec, UnsupportedGridSample, compute
 __all__ = ["Kernel", "gather_and_combine", "grid_coordinates", "interpolate"]
 
 INT64 = ir.DataType.INT64
-ROWS_MIN_CHANNELS = 17  # from here on, gathering channels-last rows beats GatherElements...
+ROWS_MIN_CHANNELS = 33  # from here on, gathering channels-last rows beats GatherElements...
 ROWS_MAX_ELEMENTS = 2**18  # ...while X stays cache-sized (1 MB of float32)
 TILE = 128  # points per tile of the channels-last copy
 MATMUL_MIN_TAPS = 8  # with this many taps (3-D linear, cubic), rows are summed by one MatMul...

@@ -15,6 +15,7 @@ from onnx import TensorProto
 
 from gridsample_lower import UnsupportedGridSample, lower
 from gridsample_lower.reference import grid_sample
+from gridsample_lower.sampling import ROWS_MIN_CHANNELS
 
 SIDE = 4097  # 4097 * 4097 = 2**24 + 8193 elements in one channel plane
 GATHERS = ("GatherElements", "Gather")
@@ -104,7 +105,7 @@ def test_symbolic_sizes_use_int64():
 
 @pytest.mark.parametrize(
     "channels,expected",
-    [(3, (TensorProto.INT32, None)), (20, (TensorProto.INT64, TensorProto.INT32))],
+    [(3, (TensorProto.INT32, None)), (ROWS_MIN_CHANNELS, (TensorProto.INT64, TensorProto.INT32))],
     ids=["gather-elements", "rows"],
 )
 def test_a_symbolic_batch_keeps_int32_within_a_sample(channels, expected):

@@ -17,6 +17,7 @@ from gridsample_lower import (
     lower_with_report,
 )
 from gridsample_lower.registry import supported_specs
+from gridsample_lower.sampling import ROWS_MIN_CHANNELS
 
 # Ops a lowered graph may contain: plain standard-domain ops every runtime has.
 INVENTORY = {
@@ -69,8 +70,8 @@ def _feeds(rng, x_shape, grid_shape):
 @pytest.mark.parametrize("spec", supported_specs(), ids=lambda s: s.label.replace(" ", "-"))
 @pytest.mark.parametrize(
     ("symbolic", "channels"),
-    [(False, 3), (False, 20), (True, "C")],
-    ids=["static", "static-20-channels", "symbolic"],
+    [(False, 3), (False, ROWS_MIN_CHANNELS), (True, "C")],
+    ids=["static", "static-rows", "symbolic"],
 )
 def test_op_inventory_and_checker(spec, symbolic, channels):
     """Only inventory ops, no control flow, no custom domain; passes the full checker."""
@@ -91,11 +92,11 @@ def test_op_inventory_and_checker(spec, symbolic, channels):
 
 
 @pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
-@pytest.mark.parametrize("channels", ["C", 20], ids=["C-symbolic", "C20-rows"])
+@pytest.mark.parametrize("channels", ["C", ROWS_MIN_CHANNELS], ids=["C-symbolic", "rows"])
 def test_symbolic_dims_run_at_new_sizes(mode, channels, rng):
     model = gridsample_model(["N", channels, "H", "W"], ["N", "h", "w", 2], mode, "zeros", 0)
     lowered = lower(model)
-    c = 20 if channels == 20 else 4
+    c = 4 if channels == "C" else channels
     for x_shape, grid_shape in [((1, c, 3, 7), (1, 2, 5, 2)), ((3, c, 9, 2), (3, 6, 1, 2))]:
         feeds = _feeds(rng, x_shape, grid_shape)
         assert_close(run_ort(lowered, feeds), run_ort(model, feeds), mode)

@@ -24,6 +24,7 @@ from test_passes import FUNCTION, IF_LOOP
 
 from gridsample_lower import LowerGridSamplePass, UnsupportedGridSample, lower, lower_with_report
 from gridsample_lower.reference import grid_sample
+from gridsample_lower.sampling import ROWS_MIN_CHANNELS
 
 ROOT = pathlib.Path(__file__).parents[1]
 
@@ -108,7 +109,9 @@ MODELS = {
     "symbolic": lambda: gridsample_model(
         ["N", 3, "H", "W"], ["N", 5, 6, 2], "cubic", "reflection", 1
     ),
-    "many channels": lambda: gridsample_model([2, 20, 5, 6], [2, 5, 6, 2], "nearest", "border", 0),
+    "many channels": lambda: gridsample_model(
+        [2, ROWS_MIN_CHANNELS, 5, 6], [2, 10, 12, 2], "nearest", "border", 0
+    ),
     "if and loop": lambda: onnx.parser.parse_model(IF_LOOP),
     "function": lambda: onnx.parser.parse_model(FUNCTION),
 }

@@ -11,6 +11,7 @@ from onnxscript import rewriter
 from gridsample_lower import supported_specs
 from gridsample_lower.reference import grid_sample
 from gridsample_lower.rule import gridsample_rule
+from gridsample_lower.sampling import ROWS_MIN_CHANNELS
 from gridsample_lower.targets import TARGETS, get_target
 
 GATHERS = {"Gather": 1, "GatherElements": 1, "GatherND": 1}
@@ -37,7 +38,7 @@ def _index_types(model: onnx.ModelProto, ops=GATHERS) -> set[int]:
 @pytest.mark.parametrize("spec", supported_specs(), ids=lambda s: s.label.replace(" ", "-"))
 def test_lowered_graph_stays_within_the_profile(name, spec):
     target = get_target(name)
-    for channels in (2, 20):
+    for channels in (2, ROWS_MIN_CHANNELS):
         lowered = _lowered(spec, target, channels)
         ops = {n.op_type for n in lowered.graph.node}
         assert "GridSample" not in ops
@@ -49,7 +50,7 @@ def test_lowered_graph_stays_within_the_profile(name, spec):
 @pytest.mark.parametrize("spec", supported_specs(), ids=lambda s: s.label.replace(" ", "-"))
 def test_webnn_forms_compute_the_same(spec, rng):
     """Floor-based rounding, Min/Max clamps and row gathers agree with the reference."""
-    for channels in (2, 20):
+    for channels in (2, ROWS_MIN_CHANNELS):
         lowered = _lowered(spec, "webnn", channels)
         r = spec.rank
         x = rng.standard_normal((2, channels, *[4, 3, 5][:r])).astype(np.float32)

@@ -15,6 +15,7 @@ from test_passes import IF_LOOP
 
 from gridsample_lower import lower
 from gridsample_lower.inventory import find_gridsamples
+from gridsample_lower.tolerances import tolerance
 from gridsample_lower.verify import (
     VerificationError,
     VerificationReport,
@@ -23,6 +24,8 @@ from gridsample_lower.verify import (
 )
 from gridsample_lower.verify_inputs import InputPlan
 from gridsample_lower.verify_report import compare
+
+FLOAT32_LINEAR = tolerance(np.float32, "linear")  # (atol, rtol) the verifier takes
 
 
 def two_warps(padding_b="zeros", name_b="warp_b"):
@@ -51,7 +54,7 @@ def test_correct_rewrite_passes_against_onnxruntime():
     assert report.candidate_runtime == "onnxruntime" and report.samples == 2
     (output,) = report.outputs
     assert (output.name, output.dtype, output.shape) == ("Y", "float32", [2, 2, 3, 4])
-    assert output.elements == 2 * 48 and output.atol == 4e-5
+    assert output.elements == 2 * 48 and output.atol == FLOAT32_LINEAR[0]
     (node,) = report.nodes
     assert node.checked and node.oracle == "onnxruntime" and node.elements == 2 * 48
     assert node.configuration == "r2 cubic reflection align_corners=1"
@@ -143,7 +146,7 @@ def test_nearest_and_arithmetic_in_two_runtimes_is_held_to_the_linear_tolerance(
     model.graph.node.append(helper.make_node("Mul", ["Y", "k"], ["Z"]))
     model.graph.output[0].name = "Z"
     report = verify(model, lower(model), samples=1)
-    assert report.ok and report.outputs[0].atol == 4e-5 and "Mul" in report.notes[0]
+    assert report.ok and report.outputs[0].atol == FLOAT32_LINEAR[0] and "Mul" in report.notes[0]
     assert report.nodes[0].atol == 0  # the node alone is still held exact
 
 
@@ -248,7 +251,7 @@ def test_tolerance_overrides_globally_and_per_name():
     reference, impostor = two_warps(), lower(two_warps(padding_b="border"))
     report = verify(reference, impostor, samples=1, atol=1e-4)
     assert report.outputs[0].atol == 1e-4 and report.nodes[0].atol == 1e-4
-    assert report.outputs[0].rtol == 4e-5  # rtol from the table
+    assert report.outputs[0].rtol == FLOAT32_LINEAR[1]  # rtol from the table
     loose = {"out": 100.0, "warp_b": 100.0, "*": 1e-3}
     report = verify(reference, impostor, samples=1, atol=loose)
     assert report.ok and report.nodes[0].atol == 1e-3

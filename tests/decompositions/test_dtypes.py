@@ -9,6 +9,7 @@ from conftest import assert_close, gridsample_model, make_grid, run_ort, spec_mo
 
 from gridsample_lower import lower, supported_specs
 from gridsample_lower.reference import grid_sample
+from gridsample_lower.sampling import ROWS_MIN_CHANNELS
 from gridsample_lower.spec import MODES
 
 INTEGERS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
@@ -124,12 +125,14 @@ def test_every_configuration_every_dtype(spec, dtype, rng):
 @pytest.mark.parametrize("dtype", [np.int16, ml_dtypes.bfloat16], ids=["int16", "bfloat16"])
 @pytest.mark.parametrize("mode", MODES)
 def test_channels_last_rows_with_a_zero_slot(mode, dtype, batch, rng):
-    """C >= 17 gathers rows, with batch offsets added to the integer indices (static or
+    """Many channels gather rows, with batch offsets added to the integer indices (static or
     symbolic batch). Nearest reads a zero row past every sample's data for the types Where
     cannot mask; linear and cubic mask their weights instead."""
-    x = rng.integers(-100, 100, size=(2, 20, 4, 3)).astype(dtype)
+    x = rng.integers(-100, 100, size=(2, ROWS_MIN_CHANNELS, 4, 3)).astype(dtype)
     grid = make_grid(rng, (2, 6, 4, 2), far=True)
-    model = gridsample_model([batch, 20, 4, 3], [batch, 6, 4, 2], mode, "zeros", 0, x_dtype=x.dtype)
+    model = gridsample_model(
+        [batch, ROWS_MIN_CHANNELS, 4, 3], [batch, 6, 4, 2], mode, "zeros", 0, x_dtype=x.dtype
+    )
     lowered = lower(model)
     assert "GatherElements" not in {n.op_type for n in lowered.graph.node}
     y = run_ort(lowered, {"X": x, "grid": grid})

@@ -19,6 +19,7 @@ from conftest import (
 )
 
 from gridsample_lower import lower, supported_specs
+from gridsample_lower.sampling import ROWS_MIN_CHANNELS
 
 
 def _run_case(spec, rng, dtype, *, batch=2, channels=2, far=False):
@@ -40,13 +41,13 @@ def test_every_configuration(spec, dtype, rng):
 
 @pytest.mark.parametrize("spec", supported_specs(), ids=lambda s: s.label.replace(" ", "-"))
 def test_every_configuration_many_channels(spec, rng):
-    """C >= 17 gathers channels-last rows, one Gather per tap: a second code path."""
-    _run_case(spec, rng, np.float32, batch=2, channels=20, far=True)
+    """Many channels gather channels-last rows (per tap, or all taps and a MatMul)."""
+    _run_case(spec, rng, np.float32, batch=2, channels=ROWS_MIN_CHANNELS, far=True)
 
 
 @pytest.mark.parametrize(
     ("x_shape", "tiled"),
-    [((2, 20, 16, 24), True), ((1, 24, 17, 19), True), ((1, 130, 13, 11), False)],
+    [((2, 40, 16, 24), True), ((1, 48, 17, 19), True), ((1, 130, 13, 11), False)],
     ids=["tiles-of-128", "tiles-of-19", "untiled-130-channels"],
 )
 @pytest.mark.parametrize(
