@@ -139,7 +139,7 @@ def _gather_rows_pays(em: Emitter, rank: int, taps: int) -> bool:
     Rows win with many channels, but they need a channels-last copy of X, so the points must
     gather at least about as many values as the copy moves. Summed tap by tap, they also read
     X at random, which pays only while X fits in cache (GatherElements reads one channel plane
-    at a time); summed by one MatMul (many taps), they win at any size from 16 channels on.
+    at a time); summed by one MatMul (``_matmul_pays``), they win at any size of X.
     A symbolic batch is taken as 1 (the usual deployment), and unknown sizes as one point per
     pixel.
     """
