@@ -91,6 +91,27 @@ def test_op_inventory_and_checker(spec, symbolic, channels):
     assert all(n.name.startswith("gs/") for n in nodes)
 
 
+@pytest.mark.parametrize("spec", supported_specs(), ids=lambda s: s.label.replace(" ", "-"))
+def test_static_shapes_leave_nothing_to_fold(spec):
+    """With static shapes every shape-dependent scalar is a constant already: no shape op is
+    left, and no node computes from constants alone (a runtime would redo it at every start)."""
+    r = spec.rank
+    for batch, channels in [(2, 3), (1, ROWS_MIN_CHANNELS), (2, 2 * ROWS_MIN_CHANNELS)]:
+        x_shape, grid_shape = [batch, channels, *range(6, 6 + r)], [batch, *range(3, 3 + r), r]
+        model = gridsample_model(
+            x_shape, grid_shape, spec.mode, spec.padding_mode, spec.align_corners
+        )
+        nodes = _all_nodes(lower(model))
+        assert not {n.op_type for n in nodes} & {"Shape", "Size", "ConstantOfShape", "Range"}
+        folds = [
+            n.name
+            for n in nodes
+            if n.op_type != "Constant"
+            and all(v is None or ir.convenience.get_const_tensor(v) is not None for v in n.inputs)
+        ]
+        assert not folds, (batch, channels, folds)
+
+
 @pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
 @pytest.mark.parametrize("channels", ["C", ROWS_MIN_CHANNELS], ids=["C-symbolic", "rows"])
 def test_symbolic_dims_run_at_new_sizes(mode, channels, rng):
