@@ -108,7 +108,7 @@ def inspect(model_path, as_json, **choices) -> None:
     rows = []
     for site in find_gridsamples(model, infer=True):
         row = site.describe()
-        kept = site.spec and selection.why_kept(site.node.name, site.spec)
+        kept = site.spec and selection.why_kept(site.node.name, site.spec, site.node)
         row["would"] = "keep: " + kept if kept else ("lower" if site.spec else "cannot lower")
         rows.append(row)
     if as_json:

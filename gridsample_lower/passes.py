@@ -26,7 +26,7 @@ from gridsample_lower.functions import call_functions, untype_functions
 from gridsample_lower.inventory import Site, find_gridsamples, inferred_types, is_gridsample
 from gridsample_lower.protos import graphs
 from gridsample_lower.rule import RULE_NAME, gridsample_rule
-from gridsample_lower.selection import Selection
+from gridsample_lower.selection import Selection, selects
 from gridsample_lower.spec import GridSampleSpec, UnsupportedGridSample
 from gridsample_lower.targets import Target, get_target
 
@@ -93,7 +93,7 @@ class LowerGridSamplePass(ir.passes.InPlacePass):
             return True
         if site.spec is None:  # a Selection still reports it (strict); other filters skip it
             return isinstance(self.select, Selection) and self.select.names(site.node.name)
-        return self.select(site.node.name, site.spec)
+        return selects(self.select, site.node, site.spec)
 
 
 def lower(

@@ -16,6 +16,7 @@ from onnxscript import rewriter
 
 from gridsample_lower.emitter import Emitter
 from gridsample_lower.registry import lookup
+from gridsample_lower.selection import selects
 from gridsample_lower.spec import GridSampleSpec, UnsupportedGridSample
 from gridsample_lower.targets import Target, get_target
 
@@ -49,7 +50,7 @@ class GridSampleLowering(rewriter.RewriteRuleClassBase):
             spec = GridSampleSpec.from_node(y.producer())
         except UnsupportedGridSample as error:
             return result.fail(error.reason, y.producer())
-        if self.select is not None and not self.select(y.producer().name, spec):
+        if self.select is not None and not selects(self.select, y.producer(), spec):
             return result.fail(f"{spec.label} is not selected", y.producer())
         return result
 

@@ -7,11 +7,14 @@ node is kept, so "what would be lowered and why" is never computed twice.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+
+import onnx_ir as ir
 
 from gridsample_lower.spec import GridSampleSpec
 from gridsample_lower.targets import TARGETS, Target
 
-__all__ = ["Selection"]
+__all__ = ["Selection", "selects"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,17 +32,29 @@ class Selection:
         """Whether the name filters let this node through (all a node without a spec can say)."""
         return (not self.only or name in self.only) and name not in self.skip
 
-    def why_kept(self, name: str, spec: GridSampleSpec) -> str | None:
-        """None if the node is to be lowered, else the reason it is kept."""
+    def why_kept(self, name: str, spec: GridSampleSpec, node: ir.Node | None = None) -> str | None:
+        """None if the node is to be lowered, else the reason it is kept.
+
+        With the ``node``, the target may judge by its shapes and constant inputs too.
+        """
         if not self.names(name):
             return "not named by --only" if name not in self.skip else "named by --skip"
         if self.modes and spec.mode not in self.modes:
             return f"mode {spec.mode} not selected"
         if self.ranks and spec.rank not in self.ranks:
             return f"rank {spec.rank} not selected"
-        if not self.lower_all and self.target.keeps(spec):
+        if not self.lower_all and self.target.keeps(spec, node):
             return f"{self.target.name} runs it natively"
         return None
 
     def __call__(self, name: str, spec: GridSampleSpec) -> bool:
         return self.why_kept(name, spec) is None
+
+
+def selects(
+    select: Selection | Callable[[str, GridSampleSpec], bool], node: ir.Node, spec: GridSampleSpec
+) -> bool:
+    """Whether ``select`` lowers ``node``: a Selection sees the node, a function only its name."""
+    if isinstance(select, Selection):
+        return select.why_kept(node.name, spec, node) is None
+    return select(node.name, spec)

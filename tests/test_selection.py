@@ -7,9 +7,11 @@ import numpy as np
 import onnx
 import pytest
 from conftest import assert_close, gridsample_model, make_grid, run_ort
+from onnx import numpy_helper
 
 from gridsample_lower import UnsupportedGridSample, lower, lower_with_report
 from gridsample_lower.functions import DOMAIN
+from gridsample_lower.targets import FOLDED_GRID_MAX_CHANNELS
 
 TWO_NODES = """
 <ir_version: 9, opset_import: ["" : 20]>
@@ -47,6 +49,45 @@ def model():
 def test_targets_keep_what_they_run(model, target, kept):
     assert _kept(lower(model, target=target)) == kept
     assert _kept(lower(model, target=target, lower_all=True)) == []
+
+
+def _constant_grid_model(rng, channels, dtype, grid_as):
+    """The onnxruntime fast case (2-D linear, zeros, align_corners=0) with a grid fixed in it."""
+    model = gridsample_model([1, channels, 6, 5], [1, 4, 3, 2], x_dtype=dtype, grid_dtype=dtype)
+    grid = numpy_helper.from_array(make_grid(rng, (1, 4, 3, 2), dtype=dtype), "grid")
+    if grid_as == "constant":
+        model.graph.node.insert(0, onnx.helper.make_node("Constant", [], ["grid"], value=grid))
+    else:
+        model.graph.initializer.append(grid)
+    if grid_as != "overridable":  # an initializer that is also an input is no constant
+        del model.graph.input[1]
+    return model
+
+
+@pytest.mark.parametrize(
+    ("channels", "dtype", "grid_as", "lowered"),
+    [
+        (1, np.float32, "initializer", True),
+        (FOLDED_GRID_MAX_CHANNELS, np.float32, "initializer", True),
+        (FOLDED_GRID_MAX_CHANNELS, np.float32, "constant", True),
+        (FOLDED_GRID_MAX_CHANNELS + 1, np.float32, "initializer", False),
+        ("C", np.float32, "initializer", False),
+        (FOLDED_GRID_MAX_CHANNELS, np.float64, "initializer", False),
+        (FOLDED_GRID_MAX_CHANNELS, np.float32, "overridable", False),
+    ],
+)
+def test_onnxruntime_lowers_its_fast_case_when_the_grid_folds(
+    rng, channels, dtype, grid_as, lowered
+):
+    """onnxruntime folds a constant grid's coordinate math: with few float32 channels the rest
+    beats its kernel (bench/run.py, "constant grid"), so the target lowers that node too."""
+    model = _constant_grid_model(rng, channels, dtype, grid_as)
+    out = lower(model, target="onnxruntime")
+    assert (_kept(out) == []) is lowered
+    x = rng.standard_normal((1, 2 if channels == "C" else channels, 6, 5)).astype(dtype)
+    feeds = {"X": x, "grid": make_grid(rng, (1, 4, 3, 2), dtype=dtype)}
+    feeds = feeds if grid_as == "overridable" else {"X": x}
+    assert_close(run_ort(out, feeds), run_ort(model, feeds), "linear")
 
 
 def test_filters(model):

@@ -146,6 +146,18 @@ def test_inspect_and_lower_with_a_target(tmp_path, rng):
     assert_close(run_ort(lowered, feeds), run_ort(onnx.load(EXAMPLE), feeds), "cubic")
 
 
+def test_inspect_judges_a_target_by_the_node(tmp_path, rng):
+    """inspect says what lower does when the target looks at shapes and constants."""
+    for channels, would in [(1, "lower"), (8, "keep: onnxruntime runs it natively")]:
+        model = gridsample_model([1, channels, 6, 5], [1, 4, 3, 2])
+        grid = onnx.numpy_helper.from_array(make_grid(rng, (1, 4, 3, 2)), "grid")
+        model.graph.initializer.append(grid)
+        del model.graph.input[1]
+        onnx.save(model, tmp_path / "m.onnx")
+        result = cli("inspect", tmp_path / "m.onnx", "--json", "--target", "onnxruntime")
+        assert json.loads(result.stdout)["would"] == would, result.stderr
+
+
 def test_bad_target_is_a_usage_error(tmp_path):
     result = cli("lower", EXAMPLE, "-o", tmp_path / "o.onnx", "--target", "tpu9000")
     assert result.returncode == 2 and "tpu9000" in result.stderr
