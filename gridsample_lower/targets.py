@@ -38,6 +38,7 @@ class Target:
 
 
 FOLDED_GRID_MAX_CHANNELS = 3  # bench/run.py, "constant grid": lowered wins up to here
+NATIVE_CUBIC_MAX_CHANNELS = 2  # onnxruntime's 2-D cubic wins up to here (zeros, border)
 
 
 def _float_4d(spec: GridSampleSpec, node: ir.Node | None = None) -> bool:
@@ -46,29 +47,44 @@ def _float_4d(spec: GridSampleSpec, node: ir.Node | None = None) -> bool:
 
 
 def _onnxruntime_keeps(spec: GridSampleSpec, node: ir.Node | None = None) -> bool:
-    """Only the 2-D linear + zeros + align_corners=0 kernel beats the lowering (bench/run.py)...
+    """What onnxruntime's own kernel runs faster than the lowering (1 thread, float32).
 
-    ...unless the grid is a constant and X has few float32 channels: onnxruntime then folds the
-    lowered coordinate math when the session starts, and the rest takes 0.4-0.9 of the kernel's
-    time (1-3 channels; from 8 channels on, 1.1-1.9).
+    - 2-D linear + zeros + align_corners=0, whose kernel precomputes a plan per point (the
+      lowering takes 1.2-2.4x its time); unless the grid is a constant and X has at most 3
+      float32 channels: onnxruntime then folds the lowered coordinate math at session start
+      and the rest takes 0.4-0.9 of the kernel's time (from 8 channels on, 1.1-1.9);
+    - 2-D cubic with zeros or border padding and 1-2 channels, where the lowering spends 16
+      taps of per-point math on few values (1.35-1.9x with one channel, 0.93-1.3 with two;
+      float64 worse); unless the grid is a constant (0.4-0.7 with two channels).
     """
-    fast = (spec.mode, spec.padding_mode, spec.align_corners) == ("linear", "zeros", 0)
-    folds = node is not None and _folds_to_faster(spec, node)
-    return spec.onnxruntime_native and fast and not folds
-
-
-def _folds_to_faster(spec: GridSampleSpec, node: ir.Node) -> bool:
-    x, grid = node.inputs[0], node.inputs[1]
-    channels = x.shape[1] if x is not None and x.shape is not None and len(x.shape) > 1 else None
-    few = isinstance(channels, int) and channels <= FOLDED_GRID_MAX_CHANNELS
-    return spec.x_dtype == ir.DataType.FLOAT and few and _constant(grid)
-
-
-def _constant(value: ir.Value | None) -> bool:
-    """An initializer (not also a graph input, which a caller may override) or a Constant."""
-    if value is None or value.is_graph_input():
+    if not spec.onnxruntime_native or spec.rank != 2:
         return False
-    return ir.convenience.get_const_tensor(value) is not None
+    channels = _static_channels(node)
+    folds = _grid_folds(spec, node)
+    if (spec.mode, spec.padding_mode, spec.align_corners) == ("linear", "zeros", 0):
+        return not (folds and channels is not None and channels <= FOLDED_GRID_MAX_CHANNELS)
+    few = channels is not None and channels <= NATIVE_CUBIC_MAX_CHANNELS
+    return spec.mode == "cubic" and spec.padding_mode != "reflection" and few and not folds
+
+
+def _static_channels(node: ir.Node | None) -> int | None:
+    x = node.inputs[0] if node is not None else None
+    if x is None or x.shape is None or len(x.shape) < 2 or not isinstance(x.shape[1], int):
+        return None
+    return x.shape[1]
+
+
+def _grid_folds(spec: GridSampleSpec, node: ir.Node | None) -> bool:
+    """Whether onnxruntime folds a float32 lowering's coordinates: the grid is a constant.
+
+    An initializer that is also a graph input is not: a caller may override it.
+    """
+    if node is None or spec.x_dtype != ir.DataType.FLOAT:
+        return False
+    grid = node.inputs[1]
+    if grid is None or grid.is_graph_input():
+        return False
+    return ir.convenience.get_const_tensor(grid) is not None
 
 
 TARGETS: dict[str, Target] = {

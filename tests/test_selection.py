@@ -11,7 +11,7 @@ from onnx import numpy_helper
 
 from gridsample_lower import UnsupportedGridSample, lower, lower_with_report
 from gridsample_lower.functions import DOMAIN
-from gridsample_lower.targets import FOLDED_GRID_MAX_CHANNELS
+from gridsample_lower.targets import FOLDED_GRID_MAX_CHANNELS, NATIVE_CUBIC_MAX_CHANNELS
 
 TWO_NODES = """
 <ir_version: 9, opset_import: ["" : 20]>
@@ -51,43 +51,63 @@ def test_targets_keep_what_they_run(model, target, kept):
     assert _kept(lower(model, target=target, lower_all=True)) == []
 
 
-def _constant_grid_model(rng, channels, dtype, grid_as):
-    """The onnxruntime fast case (2-D linear, zeros, align_corners=0) with a grid fixed in it."""
-    model = gridsample_model([1, channels, 6, 5], [1, 4, 3, 2], x_dtype=dtype, grid_dtype=dtype)
-    grid = numpy_helper.from_array(make_grid(rng, (1, 4, 3, 2), dtype=dtype), "grid")
+def _one_node_model(rng, config, channels, dtype, grid_as):
+    """One GridSample; its grid an input, an initializer, a Constant, or an overridable one."""
+    rank, mode, padding = config
+    x_shape, grid_shape = [1, channels, *[6, 5, 4][:rank]], (1, *[4, 3, 2][:rank], rank)
+    model = gridsample_model(x_shape, grid_shape, mode, padding, x_dtype=dtype, grid_dtype=dtype)
+    grid = numpy_helper.from_array(make_grid(rng, grid_shape, dtype=dtype), "grid")
     if grid_as == "constant":
         model.graph.node.insert(0, onnx.helper.make_node("Constant", [], ["grid"], value=grid))
-    else:
+    elif grid_as != "input":
         model.graph.initializer.append(grid)
-    if grid_as != "overridable":  # an initializer that is also an input is no constant
+    if grid_as in (
+        "constant",
+        "initializer",
+    ):  # an initializer that is also an input is no constant
         del model.graph.input[1]
     return model
 
 
+FAST = (2, "linear", "zeros")  # with align_corners=0: onnxruntime's one fast kernel
+CUBIC = NATIVE_CUBIC_MAX_CHANNELS
+FOLDS = FOLDED_GRID_MAX_CHANNELS
+
+
 @pytest.mark.parametrize(
-    ("channels", "dtype", "grid_as", "lowered"),
+    ("config", "channels", "dtype", "grid_as", "kept"),
     [
-        (1, np.float32, "initializer", True),
-        (FOLDED_GRID_MAX_CHANNELS, np.float32, "initializer", True),
-        (FOLDED_GRID_MAX_CHANNELS, np.float32, "constant", True),
-        (FOLDED_GRID_MAX_CHANNELS + 1, np.float32, "initializer", False),
-        ("C", np.float32, "initializer", False),
-        (FOLDED_GRID_MAX_CHANNELS, np.float64, "initializer", False),
-        (FOLDED_GRID_MAX_CHANNELS, np.float32, "overridable", False),
+        (FAST, 1, np.float32, "input", True),
+        (FAST, 64, np.float32, "input", True),
+        (FAST, 1, np.float32, "initializer", False),  # a folded grid: the lowering wins
+        (FAST, FOLDS, np.float32, "initializer", False),
+        (FAST, FOLDS, np.float32, "constant", False),
+        (FAST, FOLDS + 1, np.float32, "initializer", True),
+        (FAST, "C", np.float32, "initializer", True),
+        (FAST, FOLDS, np.float64, "initializer", True),
+        (FAST, FOLDS, np.float32, "overridable", True),
+        ((3, "linear", "zeros"), 1, np.float32, "input", False),  # 3-D: lowering 2-3x faster
+        ((2, "cubic", "zeros"), 1, np.float32, "input", True),  # few channels: kernel wins
+        ((2, "cubic", "border"), CUBIC, np.float64, "input", True),
+        ((2, "cubic", "zeros"), CUBIC + 1, np.float32, "input", False),
+        ((2, "cubic", "zeros"), "C", np.float32, "input", False),
+        ((2, "cubic", "reflection"), 1, np.float32, "input", False),
+        ((2, "cubic", "border"), CUBIC, np.float32, "initializer", False),
     ],
 )
-def test_onnxruntime_lowers_its_fast_case_when_the_grid_folds(
-    rng, channels, dtype, grid_as, lowered
-):
-    """onnxruntime folds a constant grid's coordinate math: with few float32 channels the rest
-    beats its kernel (bench/run.py, "constant grid"), so the target lowers that node too."""
-    model = _constant_grid_model(rng, channels, dtype, grid_as)
+def test_onnxruntime_keeps_what_its_kernel_runs_faster(rng, config, channels, dtype, grid_as, kept):
+    """bench/run.py and the README's Performance section measure each of these choices."""
+    model = _one_node_model(rng, config, channels, dtype, grid_as)
     out = lower(model, target="onnxruntime")
-    assert (_kept(out) == []) is lowered
-    x = rng.standard_normal((1, 2 if channels == "C" else channels, 6, 5)).astype(dtype)
-    feeds = {"X": x, "grid": make_grid(rng, (1, 4, 3, 2), dtype=dtype)}
-    feeds = feeds if grid_as == "overridable" else {"X": x}
-    assert_close(run_ort(out, feeds), run_ort(model, feeds), "linear")
+    assert (_kept(out) == ["Y"]) is kept
+    rank = config[0]
+    x = rng.standard_normal((1, 2 if channels == "C" else channels, *[6, 5, 4][:rank]))
+    feeds = {
+        "X": x.astype(dtype),
+        "grid": make_grid(rng, (1, *[4, 3, 2][:rank], rank), dtype=dtype),
+    }
+    feeds = {"X": feeds["X"]} if grid_as in ("constant", "initializer") else feeds
+    assert_close(run_ort(out, feeds), run_ort(model, feeds), config[1])
 
 
 def test_filters(model):
