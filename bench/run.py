@@ -148,10 +148,10 @@ def measure(case: Case, rng, budget: float) -> dict:
         atol, rtol = tolerance(np.float32, case.mode)
         np.testing.assert_allclose(got, expected, atol=atol, rtol=rtol)
         runners[kind] = lambda sess=sess: sess.run(None, feeds)
-    times = _interleaved(runners, budget)
+    times = interleaved(runners, budget)
     torch_fn = torch_runner(case, arrays)
-    if torch_fn is not None:  # on its own: see _interleaved
-        times.update(_interleaved({"torch": torch_fn}, budget / 2))
+    if torch_fn is not None:  # on its own: see interleaved
+        times.update(interleaved({"torch": torch_fn}, budget / 2))
     med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
     return {
         "case": case.label,
@@ -165,7 +165,7 @@ def measure(case: Case, rng, budget: float) -> dict:
     }
 
 
-def _interleaved(runners: dict, budget: float) -> dict[str, list[float]]:
+def interleaved(runners: dict, budget: float) -> dict[str, list[float]]:
     """Seconds per call of each runner, taking turns, for about ``budget`` seconds.
 
     torch is never in the same rotation as onnxruntime: a torch call just before an

@@ -37,8 +37,10 @@ class Target:
         return op_type not in self.avoids
 
 
-FOLDED_GRID_MAX_CHANNELS = 3  # bench/run.py, "constant grid": lowered wins up to here
-NATIVE_CUBIC_MAX_CHANNELS = 2  # onnxruntime's 2-D cubic wins up to here (zeros, border)
+# bench/target_choices.py checks these bounds.
+FOLDED_GRID_MAX_CHANNELS = 4  # with a constant grid, the lowering beats the fast kernel up to here
+NATIVE_CUBIC_MAX_CHANNELS = 2  # onnxruntime's 2-D cubic beats the lowering up to here...
+FOLDED_CUBIC_MAX_CHANNELS = 1  # ...and up to here with a constant grid
 
 
 def _float_4d(spec: GridSampleSpec, node: ir.Node | None = None) -> bool:
@@ -50,12 +52,12 @@ def _onnxruntime_keeps(spec: GridSampleSpec, node: ir.Node | None = None) -> boo
     """What onnxruntime's own kernel runs faster than the lowering (1 thread, float32).
 
     - 2-D linear + zeros + align_corners=0, whose kernel precomputes a plan per point (the
-      lowering takes 1.2-2.4x its time); unless the grid is a constant and X has at most 3
+      lowering takes 1.05-2.4x its time); unless the grid is a constant and X has at most 4
       float32 channels: onnxruntime then folds the lowered coordinate math at session start
       and the rest takes 0.4-0.9 of the kernel's time (from 8 channels on, 1.1-1.9);
     - 2-D cubic with zeros or border padding and 1-2 channels, where the lowering spends 16
-      taps of per-point math on few values (1.35-1.9x with one channel, 0.93-1.3 with two;
-      float64 worse); unless the grid is a constant (0.4-0.7 with two channels).
+      taps of per-point math on few values (1.8-2.0x with one channel, 0.9-1.25 with two;
+      float64 worse); with a constant grid only with one channel (1.0-1.1; two: 0.4-0.8).
     """
     if not spec.onnxruntime_native or spec.rank != 2:
         return False
@@ -63,8 +65,9 @@ def _onnxruntime_keeps(spec: GridSampleSpec, node: ir.Node | None = None) -> boo
     folds = _grid_folds(spec, node)
     if (spec.mode, spec.padding_mode, spec.align_corners) == ("linear", "zeros", 0):
         return not (folds and channels is not None and channels <= FOLDED_GRID_MAX_CHANNELS)
-    few = channels is not None and channels <= NATIVE_CUBIC_MAX_CHANNELS
-    return spec.mode == "cubic" and spec.padding_mode != "reflection" and few and not folds
+    most = FOLDED_CUBIC_MAX_CHANNELS if folds else NATIVE_CUBIC_MAX_CHANNELS
+    few = channels is not None and channels <= most
+    return spec.mode == "cubic" and spec.padding_mode != "reflection" and few
 
 
 def _static_channels(node: ir.Node | None) -> int | None:

@@ -11,7 +11,11 @@ from onnx import numpy_helper
 
 from gridsample_lower import UnsupportedGridSample, lower, lower_with_report
 from gridsample_lower.functions import DOMAIN
-from gridsample_lower.targets import FOLDED_GRID_MAX_CHANNELS, NATIVE_CUBIC_MAX_CHANNELS
+from gridsample_lower.targets import (
+    FOLDED_CUBIC_MAX_CHANNELS,
+    FOLDED_GRID_MAX_CHANNELS,
+    NATIVE_CUBIC_MAX_CHANNELS,
+)
 
 TWO_NODES = """
 <ir_version: 9, opset_import: ["" : 20]>
@@ -93,6 +97,7 @@ FOLDS = FOLDED_GRID_MAX_CHANNELS
         ((2, "cubic", "zeros"), "C", np.float32, "input", False),
         ((2, "cubic", "reflection"), 1, np.float32, "input", False),
         ((2, "cubic", "border"), CUBIC, np.float32, "initializer", False),
+        ((2, "cubic", "zeros"), FOLDED_CUBIC_MAX_CHANNELS, np.float32, "constant", True),
     ],
 )
 def test_onnxruntime_keeps_what_its_kernel_runs_faster(rng, config, channels, dtype, grid_as, kept):
