@@ -1,6 +1,7 @@
 """Time lowered GridSample against onnxruntime's native kernel (and torch) on one CPU thread.
 
-For each case: build the one-node model, lower it with static shapes, with batch and spatial sizes
+For each case: build the one-node model, lower it for the onnxruntime target (everything, and
+with the MatMul only that target uses) with static shapes, with batch and spatial sizes
 symbolic (the usual export) and with every size symbolic, check the lowered graphs against native
 onnxruntime, then time native and the lowered graphs
 interleaved, then torch.nn.functional.grid_sample on its own, and report medians and ratios
@@ -141,7 +142,7 @@ def measure(case: Case, rng, budget: float) -> dict:
     runners = {"native": lambda: native.run(None, feeds)}
     nodes = {}
     for kind in SHAPE_KINDS:
-        lowered = lower(case.model(kind, grid))
+        lowered = lower(case.model(kind, grid), target="onnxruntime", lower_all=True)
         nodes[kind] = len(lowered.graph.node)
         sess = session(lowered)
         got = sess.run(None, feeds)[0]

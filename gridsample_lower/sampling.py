@@ -10,8 +10,8 @@ The gather is chosen by channel count (``bench/run.py`` measures both):
   expanded over C; no transpose of X or Y.
 - many channels: a channels-last copy of X, ``(N*S, C)``, made tile by tile; then one Gather
   per tap, each fetching P contiguous C-vectors, summed with their weights; or, with 8 taps
-  or more (3-D linear, cubic) and up to 128 channels, one Gather of every tap summed by one
-  batched MatMul.
+  or more (3-D linear, cubic) and up to 128 channels, where the target allows MatMul
+  (onnxruntime), one Gather of every tap summed by one batched MatMul.
 
 Each axis' tap positions (small exact integers in float) are cast to the index type first, and
 the flat index is combined in integers: int32 within a sample while the spatial size is static
@@ -160,10 +160,11 @@ def _matmul_pays(em: Emitter, taps: int) -> bool:
     With 8 taps or more (3-D linear, cubic), one Gather of every tap and a MatMul with the
     weights beat the per-tap chain (2-D cubic, 64 channels: 2.8 vs 3.9 ms; 3-D linear: 10%),
     and GatherElements too once each point gathers 256 values (16 channels for 2-D cubic, 32
-    for 3-D linear); past ~128 channels the chain wins back.
+    for 3-D linear); past ~128 channels the chain wins back. Only where the target allows
+    MatMul: most runtimes run it in reduced precision by default (``targets.py``).
     """
     channels = em.x_dim(1)
-    if taps < MATMUL_MIN_TAPS or channels is None:
+    if taps < MATMUL_MIN_TAPS or channels is None or not em.target.allows("MatMul"):
         return False
     return channels * taps >= MATMUL_MIN_VALUES and channels <= MATMUL_MAX_CHANNELS
 

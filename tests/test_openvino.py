@@ -48,3 +48,25 @@ def test_openvino_target_keeps_native_4d_nodes(rng):
     for candidate in (kept, lowered):
         compiled = _compile(candidate)
         assert_close(compiled({"X": x, "grid": grid})[compiled.outputs[0]], expected, "cubic")
+
+
+@pytest.mark.parametrize("target", ["generic", "openvino"])
+@pytest.mark.parametrize(
+    ("x_shape", "grid_shape", "mode"),
+    [((1, 32, 6, 6, 6), (1, 8, 8, 8, 3), "linear"), ((1, 16, 8, 8), (1, 16, 16, 2), "cubic")],
+    ids=["3-D-linear-32ch", "2-D-cubic-16ch"],
+)
+def test_many_taps_and_channels_stay_exact_at_openvinos_default_precision(
+    target, x_shape, grid_shape, mode, rng
+):
+    """OpenVINO's CPU plugin runs MatMul in bfloat16 where the CPU has it (its default
+    precision hint): a MatMul summing the taps erred by 5e-2 here. These targets sum them with
+    the Mul and Add chain, which it keeps in float32."""
+    model = gridsample_model(list(x_shape), list(grid_shape), mode, "zeros", 0)
+    lowered = lower(model, target=target, lower_all=True)
+    assert "MatMul" not in {n.op_type for n in lowered.graph.node}
+    compiled = _compile(lowered)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    grid = make_grid(rng, grid_shape)
+    y = compiled({"X": x, "grid": grid})[compiled.outputs[0]]
+    assert_close(y, grid_sample(x, grid, mode, "zeros", 0).astype(np.float32), mode)

@@ -141,19 +141,19 @@ def test_channels_last_rows_with_a_zero_slot(mode, dtype, batch, rng):
     assert_close(y, expected, mode)
 
 
-@pytest.mark.parametrize("target", ["generic", "webnn"])
+@pytest.mark.parametrize("index_dtype", ["int32", "int64"])
 @pytest.mark.parametrize(
     "dtype", [np.float64, np.int32, np.float16], ids=lambda d: np.dtype(d).name
 )
-def test_cubic_rows_matmul_in_each_compute_type(dtype, target, rng):
-    """From 16 channels cubic sums its rows with one MatMul: in float64 for double and 32-bit
-    integer X (values near 2**30, which float32 would round by up to 64), in float32 (then cast
-    back) for halves; with int32 gather indices too (webnn)."""
+def test_cubic_rows_matmul_in_each_compute_type(dtype, index_dtype, rng):
+    """From 16 channels onnxruntime sums cubic rows with one MatMul: in float64 for double and
+    32-bit integer X (values near 2**30, which float32 would round by up to 64), in float32
+    (then cast back) for halves; with int32 or int64 gather indices."""
     scale = 2**30 if np.dtype(dtype).kind == "i" else 1
     x = np.clip(rng.standard_normal((2, 16, 5, 6)) * scale, -(2**31), 2**31 - 1).astype(dtype)
     grid = make_grid(rng, (2, 8, 7, 2), far=True)
     model = gridsample_model(list(x.shape), list(grid.shape), "cubic", "zeros", 0, x_dtype=dtype)
-    lowered = lower(model, target=target)
+    lowered = lower(model, target="onnxruntime", index_dtype=index_dtype)
     matmuls = [n for n in lowered.graph.node if n.op_type == "MatMul"]
     assert len(matmuls) == 1
     y = run_ort(lowered, {"X": x, "grid": grid})

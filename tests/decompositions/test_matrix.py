@@ -20,14 +20,15 @@ from conftest import (
 
 from gridsample_lower import lower, supported_specs
 from gridsample_lower.sampling import ROWS_MIN_CHANNELS
+from gridsample_lower.targets import TARGETS
 
 
-def _run_case(spec, rng, dtype, *, batch=2, channels=2, far=False):
+def _run_case(spec, rng, dtype, *, batch=2, channels=2, far=False, target="generic"):
     native = spec.onnxruntime_native
     sizes_in, sizes_out = spatial_shapes(spec.rank, small=not native)
     x = rng.standard_normal((batch, channels, *sizes_in)).astype(dtype)
     grid = make_grid(rng, (batch, *sizes_out, spec.rank), far=far, dtype=dtype)
-    lowered = lower(spec_model(spec, x, grid))
+    lowered = lower(spec_model(spec, x, grid), target=target, lower_all=True)
     assert all(n.op_type != "GridSample" for n in lowered.graph.node)
     actual = run_ort(lowered, {"X": x, "grid": grid})
     assert_close(actual, oracle(spec, x, grid), spec.mode)
@@ -40,9 +41,11 @@ def test_every_configuration(spec, dtype, rng):
 
 
 @pytest.mark.parametrize("spec", supported_specs(), ids=lambda s: s.label.replace(" ", "-"))
-def test_every_configuration_many_channels(spec, rng):
-    """Many channels gather channels-last rows (per tap, or all taps and a MatMul)."""
-    _run_case(spec, rng, np.float32, batch=2, channels=ROWS_MIN_CHANNELS, far=True)
+@pytest.mark.parametrize("target", ["generic", "onnxruntime"])
+def test_every_configuration_many_channels(spec, target, rng):
+    """Many channels gather channels-last rows, summed tap by tap (or, for onnxruntime, with
+    8 taps or more, all at once by a MatMul)."""
+    _run_case(spec, rng, np.float32, channels=ROWS_MIN_CHANNELS, far=True, target=target)
 
 
 @pytest.mark.parametrize(
@@ -55,14 +58,14 @@ def test_every_configuration_many_channels(spec, rng):
 )
 def test_channels_last_rows_on_larger_maps(x_shape, tiled, mode, padding, align, rng):
     """Maps past one tile copy X channels-last tile by tile (two Transposes), where S has a
-    divisor from 16 to 128; cubic sums its taps with one MatMul up to 128 channels, else
-    tap by tap."""
+    divisor from 16 to 128; for onnxruntime, cubic sums its taps with one MatMul up to 128
+    channels, else tap by tap."""
     from gridsample_lower.spec import GridSampleSpec
 
     spec = GridSampleSpec(2, mode, padding, align)
     x = rng.standard_normal(x_shape).astype(np.float32)
     grid = make_grid(rng, (x_shape[0], 24, 20, 2), far=True)
-    lowered = lower(spec_model(spec, x, grid))
+    lowered = lower(spec_model(spec, x, grid), target="onnxruntime", lower_all=True)
     ops = [n.op_type for n in lowered.graph.node]
     matmul = mode == "cubic" and x_shape[1] <= 128
     assert ("MatMul" in ops) == matmul
@@ -74,17 +77,19 @@ def test_channels_last_rows_on_larger_maps(x_shape, tiled, mode, padding, align,
 @pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
 @pytest.mark.parametrize("channels", [31, 32, 128, 129])
 def test_3d_linear_rows_matmul_from_256_values_per_point(channels, padding, rng):
-    """3-D linear gathers 8 taps: its rows are summed by one MatMul once each point gathers
-    256 values (32 channels), up to 128 channels; else tap by tap or by GatherElements."""
+    """3-D linear gathers 8 taps: for onnxruntime its rows are summed by one MatMul once each
+    point gathers 256 values (32 channels), up to 128 channels; else tap by tap or by
+    GatherElements. The other targets never use MatMul (runtimes reduce its precision)."""
     from gridsample_lower.spec import GridSampleSpec
 
     spec = GridSampleSpec(3, "linear", padding, 1)
     x = rng.standard_normal((2, channels, 3, 4, 5)).astype(np.float32)
     grid = make_grid(rng, (2, 4, 4, 4, 3), far=True)
-    lowered = lower(spec_model(spec, x, grid))
-    uses_matmul = any(n.op_type == "MatMul" for n in lowered.graph.node)
-    assert uses_matmul == (32 <= channels <= 128)
-    assert_close(run_ort(lowered, {"X": x, "grid": grid}), oracle(spec, x, grid), "linear")
+    for target in TARGETS:
+        lowered = lower(spec_model(spec, x, grid), target=target, lower_all=True)
+        uses_matmul = any(n.op_type == "MatMul" for n in lowered.graph.node)
+        assert uses_matmul == (target == "onnxruntime" and 32 <= channels <= 128), target
+        assert_close(run_ort(lowered, {"X": x, "grid": grid}), oracle(spec, x, grid), "linear")
 
 
 @pytest.mark.parametrize(
