@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import assert_close, gridsample_model, make_grid
 
-from gridsample_lower import lower
+from gridsample_lower import lower, supported_specs
 from gridsample_lower.reference import grid_sample
 
 ov = pytest.importorskip("openvino")
@@ -70,3 +70,24 @@ def test_many_taps_and_channels_stay_exact_at_openvinos_default_precision(
     grid = make_grid(rng, grid_shape)
     y = compiled({"X": x, "grid": grid})[compiled.outputs[0]]
     assert_close(y, grid_sample(x, grid, mode, "zeros", 0).astype(np.float32), mode)
+
+
+@pytest.mark.parametrize("spec", supported_specs(), ids=lambda s: s.label.replace(" ", "-"))
+def test_every_configuration_matches_on_openvino(spec, rng):
+    """Every configuration, with few channels (GatherElements) and many (channels-last rows), in
+    float32 and float16, lowered for OpenVINO and run there at its default precision."""
+    r = spec.rank
+    for channels, dtype in [(3, np.float32), (40, np.float32), (3, np.float16), (40, np.float16)]:
+        x_shape = [2, channels, *[6, 5, 4][:r]]
+        grid_shape = [2, *([9, 9, 7][:r] if channels > 3 else [3, 4, 2][:r]), r]
+        x = rng.standard_normal(x_shape).astype(dtype)
+        grid = make_grid(rng, grid_shape, far=True, dtype=dtype)
+        model = gridsample_model(
+            x_shape, grid_shape, spec.mode, spec.padding_mode, spec.align_corners,
+            x_dtype=dtype, grid_dtype=dtype,
+        )  # fmt: skip
+        compiled = _compile(lower(model, target="openvino", lower_all=True))
+        y = compiled({"X": x, "grid": grid})[compiled.outputs[0]]
+        args = (spec.mode, spec.padding_mode, spec.align_corners)
+        expected = grid_sample(x.astype(np.float64), grid.astype(np.float64), *args)
+        assert_close(y, expected.astype(dtype), spec.mode, dtype)
