@@ -24,7 +24,7 @@ from gridsample_lower.cli.output import (
 from gridsample_lower.cli.verify import verify
 
 import gridsample_lower
-from gridsample_lower.inventory import find_gridsamples
+from gridsample_lower.inventory import find_gridsamples, inferred_types
 from gridsample_lower.passes import selection_of
 from gridsample_lower.registry import support_matrix
 from gridsample_lower.targets import TARGETS
@@ -106,11 +106,12 @@ def inspect(model_path, as_json, **choices) -> None:
     except ValueError as error:
         raise Failure(str(error)) from None
     rows = []
-    for site in find_gridsamples(model, infer=True):
-        row = site.describe()
-        kept = site.spec and selection.why_kept(site.node.name, site.spec, site.node)
-        row["would"] = "keep: " + kept if kept else ("lower" if site.spec else "cannot lower")
-        rows.append(row)
+    with inferred_types(model):  # the target judges by shapes, as it does while lowering
+        for site in find_gridsamples(model):
+            row = site.describe()
+            kept = site.spec and selection.why_kept(site.node.name, site.spec, site.node)
+            row["would"] = "keep: " + kept if kept else ("lower" if site.spec else "cannot lower")
+            rows.append(row)
     if as_json:
         for row in rows:
             click.echo(json.dumps(row))

@@ -47,8 +47,8 @@ class Selection:
             return f"{self.target.name} runs it natively"
         return None
 
-    def __call__(self, name: str, spec: GridSampleSpec) -> bool:
-        return self.why_kept(name, spec) is None
+    def __call__(self, name: str, spec: GridSampleSpec, node: ir.Node | None = None) -> bool:
+        return self.why_kept(name, spec, node) is None
 
 
 def selects(

@@ -10,6 +10,7 @@ shapes and constant inputs.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable
 
 import onnx_ir as ir
@@ -33,8 +34,23 @@ class Target:
     # known, lets it judge by shapes and constant inputs.
     keeps: Callable[[GridSampleSpec, ir.Node | None], bool] = lambda spec, node=None: False
 
+    def __post_init__(self) -> None:
+        if _takes_spec_only(self.keeps):  # written before targets could see the node
+            judge = self.keeps
+            object.__setattr__(self, "keeps", lambda spec, node=None: judge(spec))
+
     def allows(self, op_type: str) -> bool:
         return op_type not in self.avoids
+
+
+def _takes_spec_only(function: Callable) -> bool:
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):  # no signature to read: call it with both
+        return False
+    if any(p.kind is p.VAR_POSITIONAL for p in parameters):
+        return False
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters) == 1
 
 
 # Runtimes run MatMul in reduced precision by default: OpenVINO's CPU plugin in bfloat16 where
@@ -60,10 +76,10 @@ def _onnxruntime_keeps(spec: GridSampleSpec, node: ir.Node | None = None) -> boo
     - 2-D linear + zeros + align_corners=0, whose kernel precomputes a plan per point (the
       lowering takes 1.05-2.4x its time); unless the grid is a constant and X has at most 4
       float32 channels: onnxruntime then folds the lowered coordinate math at session start
-      and the rest takes 0.4-0.9 of the kernel's time (from 8 channels on, 1.1-1.9);
+      and the rest takes 0.4-0.9 of the kernel's time (8 channels: 1.05-1.25);
     - 2-D cubic with zeros or border padding and 1-2 channels, where the lowering spends 16
-      taps of per-point math on few values (1.8-2.0x with one channel, 0.9-1.25 with two;
-      float64 worse); with a constant grid only with one channel (1.0-1.1; two: 0.4-0.8).
+      taps of per-point math on few values (1.7-1.9x with one channel, 0.9-1.25 with two;
+      float64 worse); with a constant grid only with one channel (1.0-1.15; two: 0.4-0.8).
     """
     if not spec.onnxruntime_native or spec.rank != 2:
         return False
@@ -84,16 +100,23 @@ def _static_channels(node: ir.Node | None) -> int | None:
 
 
 def _grid_folds(spec: GridSampleSpec, node: ir.Node | None) -> bool:
-    """Whether onnxruntime folds a float32 lowering's coordinates: the grid is a constant.
+    """Whether onnxruntime folds a float32 lowering's coordinates at session start.
 
-    An initializer that is also a graph input is not: a caller may override it.
+    It does when the grid is a constant and X's spatial sizes are static (symbolic ones leave
+    the Shape arithmetic to run). An initializer that is also a graph input is not constant:
+    a caller may override it.
     """
     if node is None or spec.x_dtype != ir.DataType.FLOAT:
         return False
-    grid = node.inputs[1]
+    x, grid = node.inputs[0], node.inputs[1]
+    if x is None or x.shape is None or not all(isinstance(d, int) for d in x.shape[2:]):
+        return False
     if grid is None or grid.is_graph_input():
         return False
-    return ir.convenience.get_const_tensor(grid) is not None
+    try:
+        return ir.convenience.get_const_tensor(grid) is not None
+    except ValueError:  # a malformed Constant: no value to fold
+        return False
 
 
 TARGETS: dict[str, Target] = {

@@ -73,7 +73,8 @@ def _feeds(rng, x_shape, grid_shape):
     [(False, 3), (False, ROWS_MIN_CHANNELS), (True, "C")],
     ids=["static", "static-rows", "symbolic"],
 )
-def test_op_inventory_and_checker(spec, symbolic, channels):
+@pytest.mark.parametrize("target", ["generic", "onnxruntime"])
+def test_op_inventory_and_checker(spec, symbolic, channels, target):
     """Only inventory ops, no control flow, no custom domain; passes the full checker."""
     r = spec.rank
     x_shape = (
@@ -83,7 +84,7 @@ def test_op_inventory_and_checker(spec, symbolic, channels):
     )
     grid_shape = ["N", *[f"o{i}" for i in range(r)], r] if symbolic else [2, *range(2, 2 + r), r]
     model = gridsample_model(x_shape, grid_shape, spec.mode, spec.padding_mode, spec.align_corners)
-    lowered = lower(model)
+    lowered = lower(model, target=target, lower_all=True)
     onnx.checker.check_model(lowered, full_check=True)
     nodes = _all_nodes(lowered)
     assert {n.op_type for n in nodes} <= INVENTORY
@@ -92,7 +93,8 @@ def test_op_inventory_and_checker(spec, symbolic, channels):
 
 
 @pytest.mark.parametrize("spec", supported_specs(), ids=lambda s: s.label.replace(" ", "-"))
-def test_static_shapes_leave_nothing_to_fold(spec):
+@pytest.mark.parametrize("target", ["generic", "onnxruntime"])
+def test_static_shapes_leave_nothing_to_fold(spec, target):
     """With static shapes every shape-dependent scalar is a constant already: no shape op is
     left, and no node computes from constants alone (a runtime would redo it at every start)."""
     r = spec.rank
@@ -101,7 +103,7 @@ def test_static_shapes_leave_nothing_to_fold(spec):
         model = gridsample_model(
             x_shape, grid_shape, spec.mode, spec.padding_mode, spec.align_corners
         )
-        nodes = _all_nodes(lower(model))
+        nodes = _all_nodes(lower(model, target=target, lower_all=True))
         assert not {n.op_type for n in nodes} & {"Shape", "Size", "ConstantOfShape", "Range"}
         folds = [
             n.name

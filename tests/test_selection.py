@@ -44,7 +44,7 @@ def model():
     "target,kept",
     [
         ("generic", []),
-        ("onnxruntime", ["A"]),  # only the 2-D linear+zeros kernel beats the lowering
+        ("onnxruntime", ["A"]),  # its 2-D linear+zeros kernel beats the lowering here
         ("openvino", ["A", "B"]),  # 4-D float: runs natively
         ("tensorrt", ["A", "B"]),
         ("webnn", []),
@@ -65,10 +65,7 @@ def _one_node_model(rng, config, channels, dtype, grid_as):
         model.graph.node.insert(0, onnx.helper.make_node("Constant", [], ["grid"], value=grid))
     elif grid_as != "input":
         model.graph.initializer.append(grid)
-    if grid_as in (
-        "constant",
-        "initializer",
-    ):  # an initializer that is also an input is no constant
+    if grid_as in ("constant", "initializer"):  # an overridable initializer stays an input
         del model.graph.input[1]
     return model
 
@@ -101,7 +98,7 @@ FOLDS = FOLDED_GRID_MAX_CHANNELS
     ],
 )
 def test_onnxruntime_keeps_what_its_kernel_runs_faster(rng, config, channels, dtype, grid_as, kept):
-    """bench/run.py and the README's Performance section measure each of these choices."""
+    """bench/target_choices.py measures each of these choices (README, Performance)."""
     model = _one_node_model(rng, config, channels, dtype, grid_as)
     out = lower(model, target="onnxruntime")
     assert (_kept(out) == ["Y"]) is kept
@@ -113,6 +110,19 @@ def test_onnxruntime_keeps_what_its_kernel_runs_faster(rng, config, channels, dt
     }
     feeds = {"X": feeds["X"]} if grid_as in ("constant", "initializer") else feeds
     assert_close(run_ort(out, feeds), run_ort(model, feeds), config[1])
+
+
+@pytest.mark.parametrize(("x_dims", "kept"), [(["N", 3, 6, 5], False), ([1, 3, "H", "W"], True)])
+def test_a_constant_grid_folds_only_with_static_spatial_sizes(rng, x_dims, kept):
+    """With symbolic spatial sizes the lowered coordinates need X's shape at run time, so
+    onnxruntime cannot fold them (bench/run.py: 1.5x native): its kernel stays."""
+    model = gridsample_model(x_dims, [1, 4, 3, 2])
+    model.graph.initializer.append(numpy_helper.from_array(make_grid(rng, (1, 4, 3, 2)), "grid"))
+    del model.graph.input[1]
+    out = lower(model, target="onnxruntime")
+    assert (_kept(out) == ["Y"]) is kept
+    x = rng.standard_normal((1, 3, 6, 5)).astype(np.float32)
+    assert_close(run_ort(out, {"X": x}), run_ort(model, {"X": x}), "linear")
 
 
 def test_filters(model):

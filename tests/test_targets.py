@@ -8,11 +8,11 @@ import pytest
 from conftest import assert_close, gridsample_model, make_grid, run_ort
 from onnxscript import rewriter
 
-from gridsample_lower import supported_specs
+from gridsample_lower import lower, supported_specs
 from gridsample_lower.reference import grid_sample
 from gridsample_lower.rule import gridsample_rule
 from gridsample_lower.sampling import ROWS_MIN_CHANNELS
-from gridsample_lower.targets import TARGETS, get_target
+from gridsample_lower.targets import TARGETS, Target, get_target
 
 GATHERS = {"Gather": 1, "GatherElements": 1, "GatherND": 1}
 
@@ -129,3 +129,12 @@ def test_onnxruntime_target_runs_what_onnxruntime_cannot(x_shape, grid_shape, mo
     lowered = lower(model, target="onnxruntime")
     assert "GridSample" not in {n.op_type for n in lowered.graph.node}
     assert_close(run_ort(lowered, feeds), run_onnx_reference(model, feeds), mode)
+
+
+def test_a_target_judging_by_the_spec_alone_still_works():
+    """A ``keeps`` written before targets saw the node (one argument) gets the spec."""
+    mine = Target("mine", "keeps nearest", keeps=lambda spec: spec.mode == "nearest")
+    for mode, kept in [("nearest", True), ("linear", False)]:
+        model = gridsample_model([1, 3, 4, 4], [1, 2, 2, 2], mode)
+        ops = {n.op_type for n in lower(model, target=mine).graph.node}
+        assert ("GridSample" in ops) is kept

@@ -158,6 +158,42 @@ def test_inspect_judges_a_target_by_the_node(tmp_path, rng):
         assert json.loads(result.stdout)["would"] == would, result.stderr
 
 
+def test_inspect_judges_a_node_in_a_branch_as_lower_does(tmp_path):
+    """Inside an If branch X has no declared shape; both commands infer it to judge."""
+    branch = onnx.helper.make_graph(
+        [
+            onnx.helper.make_node("Identity", ["X"], ["x1"]),
+            onnx.helper.make_node("GridSample", ["x1", "grid"], ["y1"], mode="cubic", name="gs"),
+        ],
+        "branch",
+        [],
+        [onnx.helper.make_tensor_value_info("y1", onnx.TensorProto.FLOAT, [1, 1, 4, 3])],
+    )
+    model = onnx.helper.make_model(
+        onnx.helper.make_graph(
+            [onnx.helper.make_node("If", ["c"], ["Y"], then_branch=branch, else_branch=branch)],
+            "g",
+            [
+                onnx.helper.make_tensor_value_info("c", onnx.TensorProto.BOOL, []),
+                onnx.helper.make_tensor_value_info("X", onnx.TensorProto.FLOAT, [1, 1, 6, 5]),
+                onnx.helper.make_tensor_value_info("grid", onnx.TensorProto.FLOAT, [1, 4, 3, 2]),
+            ],
+            [onnx.helper.make_tensor_value_info("Y", onnx.TensorProto.FLOAT, [1, 1, 4, 3])],
+        ),
+        opset_imports=[onnx.helper.make_opsetid("", 20)],
+        ir_version=9,
+    )
+    onnx.save(model, tmp_path / "m.onnx")
+    rows = cli("inspect", tmp_path / "m.onnx", "--json", "--target", "onnxruntime").stdout
+    assert {json.loads(row)["would"] for row in rows.splitlines()} == {
+        "keep: onnxruntime runs it natively"  # 2-D cubic with one channel
+    }
+    out = tmp_path / "out.onnx"
+    result = cli("lower", tmp_path / "m.onnx", "-o", out, "--target", "onnxruntime")
+    assert result.returncode == 0, result.stderr
+    assert "nothing to lower (2 GridSample kept)" in result.stdout
+
+
 def test_bad_target_is_a_usage_error(tmp_path):
     result = cli("lower", EXAMPLE, "-o", tmp_path / "o.onnx", "--target", "tpu9000")
     assert result.returncode == 2 and "tpu9000" in result.stderr
