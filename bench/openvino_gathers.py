@@ -4,13 +4,14 @@ OpenVINO runs GridSample natively only for 4-D inputs, so 3-D and 5-D models run
 there. This times, on one CPU thread, the lowering with GatherElements (the generic choice
 for few channels) against the one with channels-last row Gathers (what ``--target openvino``
 emits), and OpenVINO's own kernel where it has one, on 1-D, 2-D and 3-D cases.
-Run: ``python bench/openvino_gathers.py [--budget 1.5]``; prints a markdown table.
+Run: ``python bench/openvino_gathers.py [--budget 1.5]``; prints and writes a markdown table.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import pathlib
 import statistics
 
 import numpy as np
@@ -39,6 +40,7 @@ CASES = [  # mode, padding, X shape, grid shape
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=float, default=1.5, help="Seconds per case.")
+    parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("bench/results"))
     args = parser.parse_args()
     core, rng = ov.Core(), np.random.default_rng(0)
     rows = get_target("openvino")
@@ -48,8 +50,10 @@ def main() -> None:
         read = core.read_model(model=model.SerializeToString(), weights=b"")
         return core.compile_model(read, "CPU", {"INFERENCE_NUM_THREADS": 1})
 
-    print("| case | GatherElements ms | row Gathers ms | OpenVINO's kernel ms |")
-    print("|---|---|---|---|")
+    lines = [f"OpenVINO {ov.__version__}, 1 thread.", ""]
+    lines.append("| case | GatherElements ms | row Gathers ms | OpenVINO's kernel ms |")
+    lines.append("|---" * 4 + "|")
+    print("\n".join(lines))
     for mode, padding, x_shape, grid_shape in CASES:
         model = gridsample_model(x_shape, grid_shape, mode, padding, 0)
         feeds = [
@@ -68,7 +72,10 @@ def main() -> None:
         native = f"{ms['native']:.2f}" if "native" in ms else "-"
         shape = "x".join(map(str, x_shape))
         label = f"{mode} {padding} {shape} -> {'x'.join(map(str, grid_shape[1:-1]))}"
-        print(f"| {label} | {ms['elements']:.2f} | {ms['rows']:.2f} | {native} |", flush=True)
+        lines.append(f"| {label} | {ms['elements']:.2f} | {ms['rows']:.2f} | {native} |")
+        print(lines[-1], flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "openvino_gathers.md").write_text("\n".join([*lines, ""]))
 
 
 if __name__ == "__main__":
