@@ -136,8 +136,9 @@ TARGETS: dict[str, Target] = {
         Target(
             "openvino",
             "keep 4-D float GridSample (OpenVINO runs it), lower the rest with row Gathers",
-            # Its GatherElements is slower than row Gathers in 9 of 11 cases measured
-            # (bench/openvino_gathers.py: 3.5x with 32 channels; at worst 15% faster).
+            # It runs 3-D and 1-D GridSample only lowered, and its GatherElements was slower
+            # than row Gathers in 9 of 11 cases (bench/openvino_gathers.py: 5-D linear with 16
+            # channels 8.66 vs 6.24 ms; at worst 15% faster).
             avoids=REDUCED_PRECISION | {"GatherElements"},
             keeps=_float_4d,
         ),
