@@ -13,62 +13,12 @@ import threading
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
-from conftest import gridsample_model, make_grid
+from conftest import X_SHAPE, gridsample_model, run_path, snapshot, weighted_model
 from onnx import helper, numpy_helper
 
 from gridsample_lower import lower, model_io
 from gridsample_lower.model_io import ModelCheckError, ModelFileError
-
-X_SHAPE, GRID_SHAPE = (1, 3, 16, 16), (1, 8, 8, 2)
-
-
-def weighted_model(seed: int = 0) -> onnx.ModelProto:
-    """GridSample(X0 * W, G): W (3 kB) and the grid G (512 B) are initializers."""
-    rng = np.random.default_rng(seed)
-    model = gridsample_model(list(X_SHAPE), list(GRID_SHAPE), "cubic", "border", 1)
-    weights = rng.standard_normal(X_SHAPE).astype(np.float32)
-    model.graph.initializer.extend(
-        [
-            numpy_helper.from_array(weights, "W"),
-            numpy_helper.from_array(make_grid(rng, GRID_SHAPE), "G"),
-        ]
-    )
-    model.graph.node.insert(0, helper.make_node("Mul", ["X0", "W"], ["X"]))
-    model.graph.node[1].input[1] = "G"
-    model.graph.input[0].name = "X0"
-    del model.graph.input[1]
-    return model
-
-
-def save_external(model: onnx.ModelProto, path: pathlib.Path, location="weights.bin") -> None:
-    onnx.save_model(model, path, save_as_external_data=True, location=location, size_threshold=0)
-
-
-def run_path(path: pathlib.Path, x: np.ndarray) -> np.ndarray:
-    """onnxruntime on the file itself: external data resolved as a user's runtime would."""
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    return session.run(None, {"X0": x})[0]
-
-
-def snapshot(directory: pathlib.Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
-
-
-@pytest.fixture
-def external(tmp_path) -> pathlib.Path:
-    """A model whose weights live in ``weights.bin`` beside it."""
-    path = tmp_path / "m.onnx"
-    save_external(weighted_model(), path)
-    return path
-
-
-@pytest.fixture
-def x(rng):
-    return rng.standard_normal(X_SHAPE).astype(np.float32)
 
 
 @pytest.mark.parametrize(

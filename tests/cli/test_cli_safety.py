@@ -15,11 +15,10 @@ import numpy as np
 import onnx
 import pytest
 from click.testing import CliRunner
-from conftest import gridsample_model
+from conftest import X_SHAPE, gridsample_model, run_path, snapshot, weighted_model
 from gridsample_lower.cli.main import main
 from onnx import helper
 from test_main import cli
-from test_model_io import X_SHAPE, run_path, save_external, snapshot, weighted_model
 from test_robustness import BAD_NODES
 
 from gridsample_lower import model_io
@@ -44,18 +43,6 @@ def inline(tmp_path) -> pathlib.Path:
     path = tmp_path / "m.onnx"
     onnx.save_model(weighted_model(), path)
     return path
-
-
-@pytest.fixture
-def external(tmp_path) -> pathlib.Path:
-    path = tmp_path / "m.onnx"
-    save_external(weighted_model(), path)
-    return path
-
-
-@pytest.fixture
-def x(rng):
-    return rng.standard_normal(X_SHAPE).astype(np.float32)
 
 
 def _bad_file(tmp_path: pathlib.Path, kind: str) -> pathlib.Path:
