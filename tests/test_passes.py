@@ -42,6 +42,7 @@ INVENTORY = {
     "Sign",
     "Div",
     "Mul",
+    "Pad",
     "Range",
     "ReduceProd",
     "ReduceSum",

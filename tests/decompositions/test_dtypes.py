@@ -141,6 +141,21 @@ def test_channels_last_rows_with_a_zero_slot(mode, dtype, batch, rng):
     assert_close(y, expected, mode)
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.float16, np.int32], ids=lambda d: np.dtype(d).name)
+def test_plane_by_plane_in_the_compute_type(dtype, rng):
+    """One sample of few channels, summed plane by plane (onnxruntime): each gathered plane is
+    cast to the compute type, float64 for 32-bit integers, before it is weighted."""
+    scale = 2**30 if dtype == np.int32 else 50
+    x = np.clip(rng.standard_normal((1, 3, 5, 6)) * scale, 0, 2**31 - 1).astype(dtype)
+    grid = make_grid(rng, (1, 4, 7, 2), far=True)
+    model = gridsample_model(list(x.shape), list(grid.shape), "cubic", "border", 0, x_dtype=dtype)
+    lowered = lower(model, target="onnxruntime")
+    assert [n.op_type for n in lowered.graph.node].count("MatMul") == 3
+    y = run_ort(lowered, {"X": x, "grid": grid})
+    assert y.dtype == x.dtype
+    assert_close(y, grid_sample(x, grid.astype(np.float64), "cubic", "border", 0), "cubic", dtype)
+
+
 @pytest.mark.parametrize("index_dtype", ["int32", "int64"])
 @pytest.mark.parametrize(
     "dtype", [np.float64, np.int32, np.float16], ids=lambda d: np.dtype(d).name

@@ -19,6 +19,7 @@ from conftest import (
 )
 
 from gridsample_lower import lower, supported_specs
+from gridsample_lower.reference import grid_sample
 from gridsample_lower.sampling import ROWS_MIN_CHANNELS
 from gridsample_lower.targets import TARGETS
 
@@ -32,6 +33,7 @@ def _run_case(spec, rng, dtype, *, batch=2, channels=2, far=False, target="gener
     assert all(n.op_type != "GridSample" for n in lowered.graph.node)
     actual = run_ort(lowered, {"X": x, "grid": grid})
     assert_close(actual, oracle(spec, x, grid), spec.mode)
+    return [n.op_type for n in lowered.graph.node]
 
 
 @pytest.mark.parametrize("spec", supported_specs(), ids=lambda s: s.label.replace(" ", "-"))
@@ -46,6 +48,18 @@ def test_every_configuration_many_channels(spec, target, rng):
     """Many channels gather channels-last rows, summed tap by tap (or, for onnxruntime, with
     8 taps or more, all at once by a MatMul)."""
     _run_case(spec, rng, np.float32, channels=ROWS_MIN_CHANNELS, far=True, target=target)
+
+
+@pytest.mark.parametrize("spec", supported_specs(), ids=lambda s: s.label.replace(" ", "-"))
+@pytest.mark.parametrize("channels", [1, 3])
+def test_one_sample_plane_by_plane(spec, channels, rng):
+    """One sample: for onnxruntime, one channel, or a few with 8 taps or more, are gathered
+    plane by plane, each plane's taps summed by a MatMul; else all planes by one gather."""
+    ops = _run_case(spec, rng, np.float32, batch=1, channels=channels, target="onnxruntime")
+    taps = {"nearest": 1, "linear": 2, "cubic": 4}[spec.mode] ** spec.rank
+    planes = spec.mode != "nearest" and (channels == 1 or taps >= 8)
+    assert ops.count("GatherElements") == (channels if planes else 1)
+    assert ops.count("MatMul") == (channels if planes else 0)
 
 
 @pytest.mark.parametrize(
@@ -111,3 +125,25 @@ def test_four_spatial_dims(mode, rng):
     model = gridsample_model(list(x.shape), list(grid.shape), mode, spec.padding_mode, 0)
     actual = run_ort(lower(model), {"X": x, "grid": grid})
     assert_close(actual, oracle(spec, x, grid), mode)
+
+
+@pytest.mark.parametrize("points", [2, 9], ids=["few-points", "many-points"])
+@pytest.mark.parametrize("rank", [1, 2, 3])
+def test_nearest_zeros_masks_or_reads_a_zero_slot(rank, points, rng):
+    """Nearest with zeros padding: points outside X, NaN and infinite ones included, read a zero
+    appended to X (Pad) while X is at most 4x the points, else are masked once gathered; X's
+    own infinities and NaNs pass through untouched either way."""
+    from gridsample_lower.spec import GridSampleSpec
+
+    spec = GridSampleSpec(rank, "nearest", "zeros", 0)
+    x = rng.standard_normal((2, 3, *[6] * rank)).astype(np.float32)
+    x.reshape(-1)[:4] = [np.inf, -np.inf, np.nan, 1.0]
+    grid = make_grid(rng, (2, *[points] * rank, rank), far=True)
+    grid.reshape(-1)[:4] = [np.nan, np.inf, -np.inf, 1e30]
+    lowered = lower(spec_model(spec, x, grid), target="onnxruntime", lower_all=True)
+    ops = [n.op_type for n in lowered.graph.node]
+    assert ("Pad" in ops) == (6**rank <= 4 * points**rank)
+    assert ops.count("Where") == 1 + ("Pad" not in ops)  # the index's, the values' if no slot
+    np.testing.assert_array_equal(
+        run_ort(lowered, {"X": x, "grid": grid}), grid_sample(x, grid, "nearest", "zeros", 0)
+    )
