@@ -7,8 +7,8 @@ The gather is chosen by channel count (``bench/run.py`` measures both):
 
 - few channels (C <= 32, or C symbolic; with 8 taps or more, C * taps < 256): one
   GatherElements on X viewed as ``(N*C, S)``, with the ``(N, K*P)`` within-sample indices
-  expanded over C; no transpose of X or Y. For one sample, where the target allows MatMul
-  (onnxruntime), one channel, or up to 16 with 8 taps or more, are gathered plane by plane.
+  expanded over C; no transpose of X or Y. Where the target allows MatMul (onnxruntime),
+  one channel, or up to 16 with 8 taps or more, are gathered channel by channel instead.
 - many channels: a channels-last copy of X, ``(N*S, C)``, made tile by tile; then one Gather
   per tap, each fetching P contiguous C-vectors, summed with their weights; or, with 8 taps
   or more (3-D linear, cubic) and up to 128 channels, where the target allows MatMul
@@ -42,7 +42,7 @@ TILE = 128  # points per tile of the channels-last copy
 MATMUL_MIN_TAPS = 8  # with this many taps (3-D linear, cubic), rows are summed by one MatMul...
 MATMUL_MIN_VALUES = 256  # ...once channels x taps reach this...
 MATMUL_MAX_CHANNELS = 128  # ...up to this many channels
-PLANES_MAX_CHANNELS = 16  # one sample of up to this many channels: gathered plane by plane
+BY_CHANNEL_MAX_CHANNELS = 16  # up to this many channels, with 8+ taps: gathered one by one
 SLOT_MAX_RATIO = 4  # a zero slot appended to X pays while X is at most this many times the points
 
 
@@ -228,8 +228,8 @@ def _gather_elements(em, x, spec, flat, weights, inside, taps, index_types, slot
             data = em.Pad(data, em.const([0, 0, 0, 1], INT64))
         else:
             data = em.Concat(data, _zeros(em, x.dtype, [em.prod_dims("x", range(0, 2)), 1]), axis=1)
-    if weights is not None and _planes_pay(em, taps):
-        return _combine_planes(em, spec, data, flat, weights, taps, c)
+    if weights is not None and _by_channel_pays(em, taps):
+        return _combine_by_channel(em, x, spec, flat, weights, taps)
     flat = em.Expand(em.Unsqueeze(flat, em.const([1], INT64)), em.shape([n, c, 1]))
     values = em.GatherElements(data, em.Flatten(flat, axis=2), axis=1)  # (N*C, K*P)
     if weights is None:
@@ -245,40 +245,41 @@ def _gather_elements(em, x, spec, flat, weights, inside, taps, index_types, slot
     return em.ReduceSum(em.Mul(values, weights), em.const([2], INT64), keepdims=0)
 
 
-def _planes_pay(em: Emitter, taps: int) -> bool:
-    """Whether one sample is gathered plane by plane, each plane's taps summed by a MatMul.
+def _by_channel_pays(em: Emitter, taps: int) -> bool:
+    """Whether X is gathered channel by channel, each channel's taps summed by a MatMul.
 
     With 8 taps or more and up to 16 channels, or one channel (bench: cubic 3x224x224 2.4 ->
     1.5 ms of gathers, 3-D linear 16 channels 0.32 -> 0.26 of native); with 4 taps and a few
     channels, a tie that costs nodes. Only where the target allows MatMul (``_matmul_pays``).
     """
     channels = em.x_dim(1)
-    if em.x_dim(0) != 1 or channels is None or not em.target.allows("MatMul"):
+    if channels is None or not em.target.allows("MatMul"):
         return False
-    return channels == 1 or (taps >= MATMUL_MIN_TAPS and channels <= PLANES_MAX_CHANNELS)
+    return channels == 1 or (taps >= MATMUL_MIN_TAPS and channels <= BY_CHANNEL_MAX_CHANNELS)
 
 
-def _combine_planes(em, spec, data, flat, weights, taps, c):
-    """``(1, C, O..)``: each channel plane gathered and its weighted taps summed on its own.
+def _combine_by_channel(em, x, spec, flat, weights, taps):
+    """``(N, C, O..)``: each channel gathered and its weighted taps summed on its own.
 
-    Every plane's GatherElements reads the same ``(1, K*P)`` indices, and a MatMul with ones
-    sums its taps: no copy of the indices per channel, and no ReduceSum of a ``(1, K, P)``
-    tensor, which onnxruntime sums (nothing outside the reduced axis) 6x slower than ``(C, K, P)``.
+    Every channel's ``(N, S)`` planes are read by one GatherElements with the same ``(N, K*P)``
+    indices, and a MatMul with ones sums their taps: no copy of the indices per channel, and no
+    ReduceSum of a ``(1, K, P)`` tensor, which onnxruntime sums (nothing outside the reduced
+    axis) 6x slower than a ``(C, K, P)`` one.
     """
-    ct, r = compute_dtype(spec), spec.rank
+    ct, r, n, c = compute_dtype(spec), spec.rank, em.prod_dims("x", range(0, 1)), em.x_dim(1)
     total = em.prod_dims("grid", range(1, 1 + r))
     points = [em.prod_dims("grid", range(1 + a, 2 + a)) for a in range(r)]
-    weights = em.reshape(weights, [1, taps, total])
+    weights = em.reshape(weights, [n, taps, total])
     ones = em.const(np.ones((1, taps)), ct)
     sums = []
     for k in range(c):
-        plane = em.Gather(data, em.index([k]), axis=0) if c > 1 else data
-        values = em.GatherElements(plane, flat, axis=1)  # (1, K*P)
+        plane = em.Flatten(em.Gather(x, em.index(k), axis=1), axis=1)  # (N, S)
+        values = em.GatherElements(plane, flat, axis=1)  # (N, K*P)
         if spec.x_dtype != ct:
             values = em.Cast(values, to=ct)
-        sums.append(em.MatMul(ones, em.Mul(em.reshape(values, [1, taps, total]), weights)))
-    y = sums[0] if c == 1 else em.Concat(*sums, axis=1)
-    return em.reshape(y, [1, c, *points])
+        sums.append(em.MatMul(ones, em.Mul(em.reshape(values, [n, taps, total]), weights)))
+    y = sums[0] if c == 1 else em.Concat(*sums, axis=1)  # (N, C, P)
+    return em.reshape(y, [n, c, *points])
 
 
 def _gather_rows(em, x, spec, flat, weights, inside, taps, index_types, slot):

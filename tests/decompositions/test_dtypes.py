@@ -142,8 +142,8 @@ def test_channels_last_rows_with_a_zero_slot(mode, dtype, batch, rng):
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.float16, np.int32], ids=lambda d: np.dtype(d).name)
-def test_plane_by_plane_in_the_compute_type(dtype, rng):
-    """One sample of few channels, summed plane by plane (onnxruntime): each gathered plane is
+def test_channel_by_channel_in_the_compute_type(dtype, rng):
+    """Few channels, summed channel by channel (onnxruntime): each gathered channel is
     cast to the compute type, float64 for 32-bit integers, before it is weighted."""
     scale = 2**30 if dtype == np.int32 else 50
     x = np.clip(rng.standard_normal((1, 3, 5, 6)) * scale, 0, 2**31 - 1).astype(dtype)

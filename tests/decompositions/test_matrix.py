@@ -33,7 +33,6 @@ def _run_case(spec, rng, dtype, *, batch=2, channels=2, far=False, target="gener
     assert all(n.op_type != "GridSample" for n in lowered.graph.node)
     actual = run_ort(lowered, {"X": x, "grid": grid})
     assert_close(actual, oracle(spec, x, grid), spec.mode)
-    return [n.op_type for n in lowered.graph.node]
 
 
 @pytest.mark.parametrize("spec", supported_specs(), ids=lambda s: s.label.replace(" ", "-"))
@@ -52,14 +51,27 @@ def test_every_configuration_many_channels(spec, target, rng):
 
 @pytest.mark.parametrize("spec", supported_specs(), ids=lambda s: s.label.replace(" ", "-"))
 @pytest.mark.parametrize("channels", [1, 3])
-def test_one_sample_plane_by_plane(spec, channels, rng):
-    """One sample: for onnxruntime, one channel, or a few with 8 taps or more, are gathered
-    plane by plane, each plane's taps summed by a MatMul; else all planes by one gather."""
-    ops = _run_case(spec, rng, np.float32, batch=1, channels=channels, target="onnxruntime")
+@pytest.mark.parametrize("batch", [1, 2, "N"], ids=["batch-1", "batch-2", "symbolic-batch"])
+def test_channel_by_channel(spec, channels, batch, rng):
+    """For onnxruntime, one channel, or a few with 8 taps or more, are gathered channel by
+    channel, each channel's taps summed by a MatMul; else every channel by one gather."""
+    sizes_in, sizes_out = spatial_shapes(spec.rank, small=not spec.onnxruntime_native)
+    x = rng.standard_normal((2 if batch == "N" else batch, channels, *sizes_in)).astype(np.float32)
+    grid = make_grid(rng, (x.shape[0], *sizes_out, spec.rank), far=True)
+    model = gridsample_model(
+        [batch, *x.shape[1:]],
+        [batch, *grid.shape[1:]],
+        spec.mode,
+        spec.padding_mode,
+        spec.align_corners,
+    )
+    lowered = lower(model, target="onnxruntime", lower_all=True)
+    ops = [n.op_type for n in lowered.graph.node]
     taps = {"nearest": 1, "linear": 2, "cubic": 4}[spec.mode] ** spec.rank
     planes = spec.mode != "nearest" and (channels == 1 or taps >= 8)
     assert ops.count("GatherElements") == (channels if planes else 1)
     assert ops.count("MatMul") == (channels if planes else 0)
+    assert_close(run_ort(lowered, {"X": x, "grid": grid}), oracle(spec, x, grid), spec.mode)
 
 
 @pytest.mark.parametrize(
