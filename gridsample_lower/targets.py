@@ -61,8 +61,8 @@ REDUCED_PRECISION = frozenset({"MatMul"})
 
 # bench/target_choices.py checks these bounds.
 FOLDED_GRID_MAX_CHANNELS = 4  # with a constant grid, the lowering beats the fast kernel up to here
-NATIVE_CUBIC_MAX_CHANNELS = 2  # onnxruntime's 2-D cubic beats the lowering up to here...
-FOLDED_CUBIC_MAX_CHANNELS = 1  # ...and up to here with a constant grid
+NATIVE_CUBIC_MAX_CHANNELS = 1  # onnxruntime's 2-D cubic beats the lowering up to here...
+NATIVE_CUBIC_MAX_CHANNELS_FLOAT64 = 5  # ...and up to here in float64, where the lowering is slow
 
 
 def _float_4d(spec: GridSampleSpec, node: ir.Node | None = None) -> bool:
@@ -77,9 +77,9 @@ def _onnxruntime_keeps(spec: GridSampleSpec, node: ir.Node | None = None) -> boo
       lowering takes 1.05-2.4x its time); unless the grid is a constant and X has at most 4
       float32 channels: onnxruntime then folds the lowered coordinate math at session start
       and the rest takes 0.4-0.9 of the kernel's time (8 channels: 1.05-1.25);
-    - 2-D cubic with zeros or border padding and 1-2 channels, where the lowering spends 16
-      taps of per-point math on few values (1.7-1.9x with one channel, 0.9-1.25 with two;
-      float64 worse); with a constant grid only with one channel (1.0-1.15; two: 0.4-0.8).
+    - 2-D cubic with zeros or border padding and one channel, where the lowering spends 16
+      taps of per-point math on one value (0.95-1.45x; two channels 0.75-1.05), unless the
+      grid folds (0.35-0.6); in float64, up to 5 channels (2.0x with one, 1.0 with six).
     """
     if not spec.onnxruntime_native or spec.rank != 2:
         return False
@@ -87,8 +87,9 @@ def _onnxruntime_keeps(spec: GridSampleSpec, node: ir.Node | None = None) -> boo
     folds = _grid_folds(spec, node)
     if (spec.mode, spec.padding_mode, spec.align_corners) == ("linear", "zeros", 0):
         return not (folds and channels is not None and channels <= FOLDED_GRID_MAX_CHANNELS)
-    most = FOLDED_CUBIC_MAX_CHANNELS if folds else NATIVE_CUBIC_MAX_CHANNELS
-    few = channels is not None and channels <= most
+    double = spec.x_dtype == ir.DataType.DOUBLE
+    most = NATIVE_CUBIC_MAX_CHANNELS_FLOAT64 if double else NATIVE_CUBIC_MAX_CHANNELS
+    few = channels is not None and channels <= most and not folds
     return spec.mode == "cubic" and spec.padding_mode != "reflection" and few
 
 

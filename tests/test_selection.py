@@ -12,9 +12,9 @@ from onnx import numpy_helper
 from gridsample_lower import UnsupportedGridSample, lower, lower_with_report
 from gridsample_lower.functions import DOMAIN
 from gridsample_lower.targets import (
-    FOLDED_CUBIC_MAX_CHANNELS,
     FOLDED_GRID_MAX_CHANNELS,
     NATIVE_CUBIC_MAX_CHANNELS,
+    NATIVE_CUBIC_MAX_CHANNELS_FLOAT64,
 )
 
 TWO_NODES = """
@@ -89,12 +89,14 @@ FOLDS = FOLDED_GRID_MAX_CHANNELS
         (FAST, FOLDS, np.float32, "overridable", True),
         ((3, "linear", "zeros"), 1, np.float32, "input", False),  # 3-D: lowering 2-3x faster
         ((2, "cubic", "zeros"), 1, np.float32, "input", True),  # few channels: kernel wins
-        ((2, "cubic", "border"), CUBIC, np.float64, "input", True),
+        ((2, "cubic", "border"), CUBIC, np.float32, "input", True),
+        ((2, "cubic", "border"), NATIVE_CUBIC_MAX_CHANNELS_FLOAT64, np.float64, "input", True),
+        ((2, "cubic", "zeros"), NATIVE_CUBIC_MAX_CHANNELS_FLOAT64 + 1, np.float64, "input", False),
         ((2, "cubic", "zeros"), CUBIC + 1, np.float32, "input", False),
         ((2, "cubic", "zeros"), "C", np.float32, "input", False),
         ((2, "cubic", "reflection"), 1, np.float32, "input", False),
-        ((2, "cubic", "border"), CUBIC, np.float32, "initializer", False),
-        ((2, "cubic", "zeros"), FOLDED_CUBIC_MAX_CHANNELS, np.float32, "constant", True),
+        ((2, "cubic", "border"), CUBIC, np.float32, "initializer", False),  # a folded grid
+        ((2, "cubic", "zeros"), 1, np.float32, "constant", False),
     ],
 )
 def test_onnxruntime_keeps_what_its_kernel_runs_faster(rng, config, channels, dtype, grid_as, kept):
