@@ -61,8 +61,7 @@ REDUCED_PRECISION = frozenset({"MatMul"})
 
 # bench/target_choices.py checks these bounds.
 FOLDED_GRID_MAX_CHANNELS = 4  # with a constant grid, the lowering beats the fast kernel up to here
-NATIVE_CUBIC_MAX_CHANNELS = 1  # onnxruntime's 2-D cubic beats the lowering up to here...
-NATIVE_CUBIC_MAX_CHANNELS_FLOAT64 = 5  # ...and up to here in float64, where the lowering is slow
+NATIVE_CUBIC_MAX_CHANNELS = 1  # onnxruntime's float32 2-D cubic beats the lowering up to here
 
 
 def _float_4d(spec: GridSampleSpec, node: ir.Node | None = None) -> bool:
@@ -71,15 +70,18 @@ def _float_4d(spec: GridSampleSpec, node: ir.Node | None = None) -> bool:
 
 
 def _onnxruntime_keeps(spec: GridSampleSpec, node: ir.Node | None = None) -> bool:
-    """What onnxruntime's own kernel runs faster than the lowering (1 thread, float32).
+    """What onnxruntime's own kernel runs faster than the lowering (1 thread).
 
     - 2-D linear + zeros + align_corners=0, whose kernel precomputes a plan per point (the
-      lowering takes 1.05-2.4x its time); unless the grid is a constant and X has at most 4
+      lowering takes 0.9-2.4x its time); unless the grid is a constant and X has at most 4
       float32 channels: onnxruntime then folds the lowered coordinate math at session start
-      and the rest takes 0.4-0.9 of the kernel's time (8 channels: 1.05-1.25);
+      and the rest takes 0.25-0.95 of the kernel's time (8 channels: 1.0-1.4);
     - 2-D cubic with zeros or border padding and one channel, where the lowering spends 16
-      taps of per-point math on one value (0.95-1.45x; two channels 0.75-1.05), unless the
-      grid folds (0.35-0.6); in float64, up to 5 channels (2.0x with one, 1.0 with six).
+      taps of per-point math on one value (0.95-1.5x; two channels 0.75-1.05), unless the
+      grid folds (0.35-0.6);
+    - 2-D cubic in float64, any padding and channel count: onnxruntime's double Mul and MatMul
+      are slow (224x224: 2.0x with one channel, 1.1 with five; 480x640: 1.2-1.45 with 5-16;
+      only small maps gain, 0.7 at 64x64).
     """
     if not spec.onnxruntime_native or spec.rank != 2:
         return False
@@ -87,10 +89,9 @@ def _onnxruntime_keeps(spec: GridSampleSpec, node: ir.Node | None = None) -> boo
     folds = _grid_folds(spec, node)
     if (spec.mode, spec.padding_mode, spec.align_corners) == ("linear", "zeros", 0):
         return not (folds and channels is not None and channels <= FOLDED_GRID_MAX_CHANNELS)
+    few = channels is not None and channels <= NATIVE_CUBIC_MAX_CHANNELS and not folds
     double = spec.x_dtype == ir.DataType.DOUBLE
-    most = NATIVE_CUBIC_MAX_CHANNELS_FLOAT64 if double else NATIVE_CUBIC_MAX_CHANNELS
-    few = channels is not None and channels <= most and not folds
-    return spec.mode == "cubic" and spec.padding_mode != "reflection" and few
+    return spec.mode == "cubic" and (double or (few and spec.padding_mode != "reflection"))
 
 
 def _static_channels(node: ir.Node | None) -> int | None:
