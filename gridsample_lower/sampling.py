@@ -8,7 +8,8 @@ The gather is chosen by channel count (``bench/run.py`` measures both):
 - few channels (C <= 32, or C symbolic; with 8 taps or more, C * taps < 256): one
   GatherElements on X viewed as ``(N*C, S)``, with the ``(N, K*P)`` within-sample indices
   expanded over C; no transpose of X or Y. Where the target allows MatMul (onnxruntime),
-  one channel, or up to 16 with 8 taps or more, are gathered channel by channel instead.
+  one channel, up to 16 with 8 taps or more, or any of these once each channel gathers 2**21
+  values, are gathered channel by channel instead.
 - many channels: a channels-last copy of X, ``(N*S, C)``, made tile by tile; then one Gather
   per tap, each fetching P contiguous C-vectors, summed with their weights; or, with 8 taps
   or more (3-D linear, cubic) and up to 128 channels, where the target allows MatMul
@@ -42,7 +43,8 @@ TILE = 128  # points per tile of the channels-last copy
 MATMUL_MIN_TAPS = 8  # with this many taps (3-D linear, cubic), rows are summed by one MatMul...
 MATMUL_MIN_VALUES = 256  # ...once channels x taps reach this...
 MATMUL_MAX_CHANNELS = 128  # ...up to this many channels
-BY_CHANNEL_MAX_CHANNELS = 16  # up to this many channels, with 8+ taps: gathered one by one
+BY_CHANNEL_MAX_CHANNELS = 16  # up to this many channels with 8+ taps are gathered one by one...
+BY_CHANNEL_MIN_VALUES = 2**21  # ...and any channel count (of GatherElements' few) from here on
 SLOT_MAX_RATIO = 4  # a zero slot appended to X pays while X is at most this many times the points
 
 
@@ -228,7 +230,7 @@ def _gather_elements(em, x, spec, flat, weights, inside, taps, index_types, slot
             data = em.Pad(data, em.const([0, 0, 0, 1], INT64))
         else:
             data = em.Concat(data, _zeros(em, x.dtype, [em.prod_dims("x", range(0, 2)), 1]), axis=1)
-    if weights is not None and _by_channel_pays(em, taps):
+    if weights is not None and _by_channel_pays(em, r, taps):
         return _combine_by_channel(em, x, spec, flat, weights, taps)
     flat = em.Expand(em.Unsqueeze(flat, em.const([1], INT64)), em.shape([n, c, 1]))
     values = em.GatherElements(data, em.Flatten(flat, axis=2), axis=1)  # (N*C, K*P)
@@ -245,17 +247,23 @@ def _gather_elements(em, x, spec, flat, weights, inside, taps, index_types, slot
     return em.ReduceSum(em.Mul(values, weights), em.const([2], INT64), keepdims=0)
 
 
-def _by_channel_pays(em: Emitter, taps: int) -> bool:
+def _by_channel_pays(em: Emitter, rank: int, taps: int) -> bool:
     """Whether X is gathered channel by channel, each channel's taps summed by a MatMul.
 
-    With 8 taps or more and up to 16 channels, or one channel (bench: cubic 3x224x224 2.4 ->
-    1.5 ms of gathers, 3-D linear 16 channels 0.32 -> 0.26 of native); with 4 taps and a few
-    channels, a tie that costs nodes. Only where the target allows MatMul (``_matmul_pays``).
+    Measured (bench/run.py): with one channel; with 8 taps or more and up to 16 channels (cubic
+    3x224x224: 2.4 -> 1.5 ms of gathers; 3-D linear 16 channels: 0.32 -> 0.26 of native); with
+    fewer taps once every channel gathers 2**21 values or more (linear 8x32x64x64: 2.2 -> 1.9).
+    Smaller gathers spend more on the extra nodes than they save. Only where the target allows
+    MatMul (``_matmul_pays``).
     """
     channels = em.x_dim(1)
     if channels is None or not em.target.allows("MatMul"):
         return False
-    return channels == 1 or (taps >= MATMUL_MIN_TAPS and channels <= BY_CHANNEL_MAX_CHANNELS)
+    if channels == 1 or (taps >= MATMUL_MIN_TAPS and channels <= BY_CHANNEL_MAX_CHANNELS):
+        return True
+    points = em.prod_dims("grid", range(1, 1 + rank))
+    gathered = (em.x_dim(0) or 1) * channels * taps * points if isinstance(points, int) else 0
+    return channels < ROWS_MIN_CHANNELS and gathered >= BY_CHANNEL_MIN_VALUES
 
 
 def _combine_by_channel(em, x, spec, flat, weights, taps):

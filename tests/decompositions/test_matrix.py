@@ -74,6 +74,22 @@ def test_channel_by_channel(spec, channels, batch, rng):
     assert_close(run_ort(lowered, {"X": x, "grid": grid}), oracle(spec, x, grid), spec.mode)
 
 
+@pytest.mark.parametrize(("batch", "points", "by_channel"), [(2, 256, True), (2, 128, False)])
+def test_channel_by_channel_once_every_channel_gathers_2_to_the_21(batch, points, by_channel, rng):
+    """With 4 taps (2-D linear), GatherElements' few channels go one by one once each gathers
+    2**21 values or more (N x C x taps x points); below that, all at once."""
+    from gridsample_lower.spec import GridSampleSpec
+
+    spec = GridSampleSpec(2, "linear", "zeros", 0)
+    x = rng.standard_normal((batch, 4, 9, 7)).astype(np.float32)
+    grid = make_grid(rng, (batch, points, points, 2), far=True)
+    lowered = lower(spec_model(spec, x, grid), target="onnxruntime", lower_all=True)
+    assert [n.op_type for n in lowered.graph.node].count("GatherElements") == (
+        4 if by_channel else 1
+    )
+    assert_close(run_ort(lowered, {"X": x, "grid": grid}), oracle(spec, x, grid), "linear")
+
+
 @pytest.mark.parametrize(
     ("x_shape", "tiled"),
     [((2, 40, 16, 24), True), ((1, 48, 17, 19), True), ((1, 130, 13, 11), False)],
