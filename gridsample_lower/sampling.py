@@ -222,16 +222,16 @@ def _gather_elements(em, x, spec, flat, weights, inside, taps, index_types, slot
     r, ct = spec.rank, compute_dtype(spec)
     n, c = em.prod_dims("x", range(0, 1)), em.prod_dims("x", range(1, 2))
     points = [em.prod_dims("grid", range(1 + a, 2 + a)) for a in range(r)]
-    data = em.Flatten(x, axis=2)  # (N*C, S)
     flat = em.Flatten(flat, axis=1)  # (N, K*P)
+    if weights is not None and _by_channel_pays(em, r, taps):  # (no mask: weights carry it)
+        return _combine_by_channel(em, x, spec, flat, weights, taps)
+    data = em.Flatten(x, axis=2)  # (N*C, S)
     mask_values = inside is not None and not slot
     if slot:  # the flat index already reads S, one past the sample, where inside is False
         if x.dtype in _PAD_TYPES:
             data = em.Pad(data, em.const([0, 0, 0, 1], INT64))
         else:
             data = em.Concat(data, _zeros(em, x.dtype, [em.prod_dims("x", range(0, 2)), 1]), axis=1)
-    if weights is not None and _by_channel_pays(em, r, taps):
-        return _combine_by_channel(em, x, spec, flat, weights, taps)
     flat = em.Expand(em.Unsqueeze(flat, em.const([1], INT64)), em.shape([n, c, 1]))
     values = em.GatherElements(data, em.Flatten(flat, axis=2), axis=1)  # (N*C, K*P)
     if weights is None:
