@@ -63,11 +63,13 @@ class Emitter:
         both = self.Add(self.Cast(a, to=float32), self.Cast(b, to=float32))
         return self.Equal(both, self.const(2.0, float32))
 
-    def round_half_to_even(self, x: ir.Value) -> ir.Value:
-        """ONNX Round; or, where it is missing, the same from Floor: exact, ties to even."""
+    def round_half_to_even(self, x: ir.Value, dtype: ir.DataType) -> ir.Value:
+        """ONNX Round; or, where it is missing, the same from Floor: exact, ties to even.
+
+        ``dtype`` is x's (float) type: the builder's values carry none.
+        """
         if self.target.allows("Round"):
             return self.Round(x)
-        dtype = x.dtype or ir.DataType.FLOAT
         floor = self.Floor(x)
         fraction = self.Sub(x, floor)  # exact
         half, one = self.const(0.5, dtype), self.const(1.0, dtype)

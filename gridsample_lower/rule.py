@@ -62,7 +62,8 @@ class GridSampleLowering(rewriter.RewriteRuleClassBase):
         if em.x_dim(0) == 0 or em.x_dim(1) == 0:
             # Y is empty too. (onnxruntime's optimizer mis-handles the general graph here.)
             points = [em.prod_dims("grid", range(a, a + 1)) for a in range(1, spec.rank + 1)]
-            return em.reshape(x, [em.x_dim(0), em.x_dim(1), *points])
+            batch, channels = em.prod_dims("x", range(0, 1)), em.prod_dims("x", range(1, 2))
+            return em.reshape(x, [batch, channels, *points])
         return lookup(spec)(em, x, grid, spec)
 
 

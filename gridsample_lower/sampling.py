@@ -8,8 +8,8 @@ The gather is chosen by channel count (``bench/run.py`` measures both):
 - few channels (C <= 32, or C symbolic; with 8 taps or more, C * taps < 256): one
   GatherElements on X viewed as ``(N*C, S)``, with the ``(N, K*P)`` within-sample indices
   expanded over C; no transpose of X or Y. Where the target allows MatMul (onnxruntime),
-  one channel, up to 16 with 8 taps or more, or any of these once each channel gathers 2**21
-  values, are gathered channel by channel instead.
+  one channel, up to 16 with 8 taps or more, or any of these once the gather moves 2**21
+  values (N x C x taps x points), are gathered channel by channel instead.
 - many channels: a channels-last copy of X, ``(N*S, C)``, made tile by tile; then one Gather
   per tap, each fetching P contiguous C-vectors, summed with their weights; or, with 8 taps
   or more (3-D linear, cubic) and up to 128 channels, where the target allows MatMul
@@ -20,6 +20,8 @@ the flat index is combined in integers: int32 within a sample while the spatial 
 and below 2**31, else int64; the rows path adds its batch offsets last, in int64 only when the
 batch is symbolic or N*S reaches 2**31. Integer Mul/Add on the per-axis values beat float
 arithmetic plus one cast of every tap, and stay exact where float32 would not (past 2**24).
+Nearest with zeros padding (one tap) combines its axes in float where that is exact, so that
+one Where masks the flat index (``_flat_index``).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ MATMUL_MIN_TAPS = 8  # with this many taps (3-D linear, cubic), rows are summed 
 MATMUL_MIN_VALUES = 256  # ...once channels x taps reach this...
 MATMUL_MAX_CHANNELS = 128  # ...up to this many channels
 BY_CHANNEL_MAX_CHANNELS = 16  # up to this many channels with 8+ taps are gathered one by one...
-BY_CHANNEL_MIN_VALUES = 2**21  # ...and any channel count (of GatherElements' few) from here on
+BY_CHANNEL_MIN_VALUES = 2**21  # ...and any of GatherElements' few once it gathers this many
 SLOT_MAX_RATIO = 4  # a zero slot appended to X pays while X is at most this many times the points
 
 
@@ -252,7 +254,8 @@ def _by_channel_pays(em: Emitter, rank: int, taps: int) -> bool:
 
     Measured (bench/run.py): with one channel; with 8 taps or more and up to 16 channels (cubic
     3x224x224: 2.4 -> 1.5 ms of gathers; 3-D linear 16 channels: 0.32 -> 0.26 of native); with
-    fewer taps once every channel gathers 2**21 values or more (linear 8x32x64x64: 2.2 -> 1.9).
+    fewer taps once the gather moves 2**21 values or more, N x C x taps x points (linear
+    8x32x64x64: 2.2 -> 1.9).
     Smaller gathers spend more on the extra nodes than they save. Only where the target allows
     MatMul (``_matmul_pays``).
     """
@@ -392,8 +395,9 @@ def _batch_offsets(em: Emitter, rank: int, dtype: ir.DataType) -> ir.Value:
     return em.Mul(n if dtype == INT64 else em.Cast(n, to=dtype), spatial)
 
 
-# Types onnxruntime's Where takes: masking the gathered values then beats appending a zero to X
-# (a copy of X); for the others (int16, uint16, uint64, bool, bfloat16) the zero is appended.
+# Types onnxruntime's Where takes: the gathered values can be masked (``_zero_slot_pays`` says
+# when that beats appending a zero to X); for the others (int16, uint16, uint64, bool, bfloat16)
+# the zero is always appended.
 _WHERE_TYPES = frozenset(
     {
         ir.DataType.FLOAT,
@@ -410,7 +414,20 @@ _WHERE_TYPES = frozenset(
 
 
 # Types onnxruntime's Pad takes: a zero slot appended by Pad needs no zeros tensor built first.
-_PAD_TYPES = (_WHERE_TYPES - {ir.DataType.STRING}) | {ir.DataType.UINT64, ir.DataType.BOOL}
+# (float16 runs there only between two Casts that onnxruntime inserts: three copies of X.)
+_PAD_TYPES = frozenset(
+    {
+        ir.DataType.FLOAT,
+        ir.DataType.DOUBLE,
+        ir.DataType.INT8,
+        ir.DataType.UINT8,
+        ir.DataType.INT32,
+        ir.DataType.UINT32,
+        ir.DataType.INT64,
+        ir.DataType.UINT64,
+        ir.DataType.BOOL,
+    }
+)
 
 
 def _where_takes(dtype: ir.DataType | None) -> bool:

@@ -72,19 +72,21 @@ def test_webnn_gathers_rows_with_every_size_symbolic(mode, rng):
     assert_close(run_ort(lowered, {"X": x, "grid": grid}), expected, mode)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 @pytest.mark.parametrize("align", [0, 1])
-def test_webnn_rounding_breaks_ties_to_even(align, rng):
+def test_webnn_rounding_breaks_ties_to_even(align, dtype, rng):
     size = 8 if not align else 5
     k = np.arange(-3, size + 3, dtype=np.float64)
     g = (k + 0.5) * 2 / (size - 1) - 1 if align else (2 * k + 2) / size - 1
-    grid = np.stack(np.meshgrid(g, g[::2]), axis=-1)[None].astype(np.float32)
-    x = rng.standard_normal((1, 2, size, size)).astype(np.float32)
+    grid = np.stack(np.meshgrid(g, g[::2]), axis=-1)[None].astype(dtype)
+    x = rng.standard_normal((1, 2, size, size)).astype(dtype)
     spec = next(
         s for s in supported_specs(ranks=(2,)) if s.mode == "nearest" and s.align_corners == align
     )
     model = gridsample_model(
-        [1, 2, size, size], list(grid.shape), "nearest", spec.padding_mode, align
-    )
+        [1, 2, size, size], list(grid.shape), "nearest", spec.padding_mode, align,
+        x_dtype=dtype, grid_dtype=dtype,
+    )  # fmt: skip
     lowered = rewriter.rewrite(model, [gridsample_rule(target="webnn")])
     assert_close(
         run_ort(lowered, {"X": x, "grid": grid}), run_ort(model, {"X": x, "grid": grid}), "nearest"

@@ -21,7 +21,7 @@ def nearest(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec) -> i
     ct = compute_dtype(spec)
     indices, inside = [], None
     for axis, g in enumerate(grid_coordinates(em, grid, spec)):
-        tap = em.round_half_to_even(source_coordinate(em, g, axis, spec, ct))
+        tap = em.round_half_to_even(source_coordinate(em, g, axis, spec, ct), ct)
         index, mask = tap_indices(em, tap, axis, spec, ct)
         indices.append(index)
         if mask is not None:
