@@ -68,8 +68,8 @@ def choices() -> list[Choice]:
                 for constant in (False, True):
                     out.append(Choice("cubic", padding, 0, (1, c, h, w), constant_grid=constant))
         out.append(Choice("cubic", "reflection", 0, (1, 1, h, w)))
-        for c in (1, 6):
-            out.append(Choice("cubic", "zeros", 0, (1, c, h, w), dtype=np.float64))
+        for padding, c in (("zeros", 1), ("zeros", 6), ("border", 6), ("reflection", 1)):
+            out.append(Choice("cubic", padding, 0, (1, c, h, w), dtype=np.float64))
         out.append(Choice("linear", "zeros", 0, (1, 3, h, w), np.float64, constant_grid=True))
     for c in (1, 16):  # 3-D: always lowered
         out.append(Choice("linear", "zeros", 0, (1, c, 24, 24, 24)))

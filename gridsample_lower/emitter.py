@@ -10,6 +10,8 @@ when they are known and into Shape-based subgraphs when they are symbolic.
 
 from __future__ import annotations
 
+import copy
+import itertools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -31,7 +33,7 @@ class Emitter:
         self.target = target
         self._op = op
         self.name = self._prefix = prefix
-        self._count = 0
+        self._counter = itertools.count(1)  # shared with ``with_x`` views: names stay unique
         self._x = x
         self._grid = grid
         self._x_shape = self._shape_of(x)
@@ -44,10 +46,15 @@ class Emitter:
         return lambda *args, **attrs: self.op(op_type, *args, **attrs)
 
     def op(self, op_type: str, *args: ir.Value | None, **attrs: Any) -> Any:
-        self._count += 1
-        name = f"{self._prefix}/{op_type}_{self._count}"
+        name = f"{self._prefix}/{op_type}_{next(self._counter)}"
         attrs = {key: _attr(key, value) for key, value in attrs.items()}
         return self._op.op(op_type, *args, _name=name, _outputs=[name], **attrs)
+
+    def with_x(self, x: ir.Value) -> Emitter:
+        """This node's emitter, reading X's shape from ``x`` (X padded, say) from here on."""
+        view = copy.copy(self)
+        view._x, view._x_shape, view._once = x, self._shape_of(x), {}
+        return view
 
     # Operations whose form depends on what the target allows.
 

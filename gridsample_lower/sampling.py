@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import onnx_ir as ir
 
-from gridsample_lower.coords import source_coordinate, tap_indices
+from gridsample_lower.coords import ring_indices, source_coordinate, tap_indices
 from gridsample_lower.emitter import Emitter
 from gridsample_lower.spec import GridSampleSpec, UnsupportedGridSample, compute_dtype
 
@@ -54,10 +54,10 @@ SLOT_MAX_RATIO = 4  # a zero slot appended to X pays while X is at most this man
 class Kernel:
     """A separable interpolation kernel: where its taps are, and how much each one weighs.
 
-    ``offsets`` are the taps' positions relative to floor(x). ``weights(em, x, x1, taps,
-    per_tap)`` returns the weights of one axis from the coordinate x, x1 = floor(x), the tap
-    positions, and ``per_tap`` (a ``TapConstants``), which shapes per-tap constants for that
-    axis and knows which tensor axis holds its taps.
+    ``offsets`` are the taps' positions relative to floor(x). ``weights(em, x, x1, per_tap)``
+    returns the weights of one axis from the coordinate x, x1 = floor(x), and ``per_tap`` (a
+    ``TapConstants``), which shapes per-tap constants for that axis and knows which tensor axis
+    holds its taps.
     """
 
     offsets: tuple[float, ...]
@@ -106,6 +106,7 @@ def gather_and_combine(
     weights: ir.Value | None = None,
     inside: ir.Value | None = None,
     taps: int = 1,
+    rows: bool | None = None,
 ) -> ir.Value:
     """``(N, C, O1..Or)``: X at the per-axis (float, exact) ``indices``, combined with ``weights``.
 
@@ -115,7 +116,7 @@ def gather_and_combine(
     Where lacks X's type: int16, uint16, uint64, bool, bfloat16), else are masked once gathered.
     """
     r, ct = spec.rank, compute_dtype(spec)
-    many = _gather_rows_pays(em, r, taps) or not em.target.allows("GatherElements")
+    many = _gathers_rows(em, r, taps) if rows is None else rows
     sample = em.prod_dims("x", range(2, 2 + r))
     sample = sample if isinstance(sample, int) else None
     largest = sample  # the largest index: the zero slot past the data, S or N*S (rows)
@@ -182,6 +183,11 @@ def _flat_index(em, spec, indices, inside, within, to_slot, in_float):
     if inside is not None and to_slot:
         flat = em.Where(inside, flat, em.x_size(range(2, 2 + r), within))
     return flat
+
+
+def _gathers_rows(em: Emitter, rank: int, taps: int) -> bool:
+    """Whether the gather fetches channels-last rows (else GatherElements, one value each)."""
+    return _gather_rows_pays(em, rank, taps) or not em.target.allows("GatherElements")
 
 
 def _gather_rows_pays(em: Emitter, rank: int, taps: int) -> bool:
@@ -459,21 +465,49 @@ def interpolate(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, 
     the taps themselves always stay in range.
     """
     r, ct = spec.rank, compute_dtype(spec)
+    ring = spec.padding_mode == "zeros" and spec.x_dtype in _RING_TYPES
     indices, weights = [], None
     for axis, g in enumerate(grid_coordinates(em, grid, spec)):
         coord = source_coordinate(em, g, axis, spec, ct)
         floor, per_tap = em.Floor(coord), TapConstants(em, axis, r, ct)
-        positions = em.Add(floor, per_tap(kernel.offsets))
-        w = kernel.weights(em, coord, floor, positions, per_tap)
-        index, inside = tap_indices(em, positions, axis, spec, ct)
-        if inside is not None:  # w is finite here: a multiply is exact, and 5x cheaper than Where
-            w = em.Mul(w, em.Cast(inside, to=ct))
+        shift = 1.0 if ring else 0.0  # the ring's zero before every axis
+        positions = em.Add(floor, per_tap([o + shift for o in kernel.offsets]))
+        w = kernel.weights(em, coord, floor, per_tap)
+        if ring:
+            index = ring_indices(em, positions, axis, ct)
+        else:
+            index, inside = tap_indices(em, positions, axis, spec, ct)
+            if inside is not None:  # w is finite: a multiply is exact, and 5x cheaper than Where
+                w = em.Mul(w, em.Cast(inside, to=ct))
         w = em.Add(w, em.Sub(g, g))  # 0, or NaN where g is NaN or infinite: the result is NaN
         indices.append(index)
         weights = w if weights is None else em.Mul(weights, w)
     taps = len(kernel.offsets) ** r
-    y = gather_and_combine(em, x, spec, indices, weights, taps=taps)
+    rows = _gathers_rows(em, r, taps)  # judged by X's own sizes, which the measurements used
+    if ring:
+        x = _zero_ring(em, x, spec)
+        em = em.with_x(x)
+    y = gather_and_combine(em, x, spec, indices, weights, taps=taps, rows=rows)
     return _cast_result(em, y, spec, ct)
+
+
+# X types whose infinities a zero weight would turn into NaN: zeros padding reads a ring of zeros
+# around X instead of masking weights (integers have none; onnxruntime has no bfloat16 Pad).
+_RING_TYPES = frozenset({ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16})
+
+
+def _zero_ring(em: Emitter, x: ir.Value, spec: GridSampleSpec) -> ir.Value:
+    """X with one zero on either side of every spatial axis: where zeros padding taps read 0.
+
+    Masking the weights instead would give inf * 0 = NaN where an outside tap is clamped onto an
+    infinite pixel; the reference reads 0 there. The copy costs about what the masks did.
+    """
+    r = spec.rank
+    padded = em.Pad(x, em.const([0, 0, *[1] * r, 0, 0, *[1] * r], INT64))
+    dims = [em.x_dim(a) for a in range(2 + r)]
+    padded.shape = ir.Shape([*dims[:2], *(d + 2 if d is not None else None for d in dims[2:])])
+    padded.dtype = spec.x_dtype
+    return padded
 
 
 def _cast_result(em: Emitter, y: ir.Value, spec: GridSampleSpec, ct) -> ir.Value:

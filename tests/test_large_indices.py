@@ -7,6 +7,8 @@ of 2**31 elements, so the lowered graph is inspected instead (its static shape i
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import onnx
 import pytest
@@ -80,19 +82,23 @@ def _index_types(model: onnx.ModelProto) -> list[tuple[int, int | None]]:
 
 @pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
 @pytest.mark.parametrize(
-    "side,index_type",
+    "side",
     [
-        ((4095, 4096), TensorProto.INT32),  # 2**24 - 4096 elements
-        ((4096, 4096), TensorProto.INT32),  # the zero slot is 2**24: still int32, no float
-        ((46340, 46340), TensorProto.INT32),  # 2**31 - 88048
-        ((46341, 46341), TensorProto.INT64),  # 2**31 + 4633
-        ((65536, 65536, 2), TensorProto.INT64),  # 2**33, 3-D
+        (4095, 4096),  # 2**24 - 4096 elements
+        (4096, 4096),  # nearest's zero slot is 2**24: still int32, no float
+        (46338, 46338),  # 2**31 - 273388; in its ring of zeros, 46340**2 = 2**31 - 88048
+        (46340, 46340),  # in its ring, 2**31 + 97316
+        (46341, 46341),  # 2**31 + 4633
+        (65536, 65536, 2),  # 2**33, 3-D
     ],
 )
-def test_index_types_at_the_thresholds(mode, side, index_type):
-    """Each axis' taps are cast to the index type before any arithmetic; int64 past 2**31."""
+def test_index_types_at_the_thresholds(mode, side):
+    """Each axis' taps are cast to the index type before any arithmetic; int64 once what is
+    gathered reaches 2**31 elements: X, or for linear and cubic X in its ring of zeros."""
     rank = len(side)
     model = gridsample_model([1, 1, *side], [1, *[2] * rank, rank], mode, "zeros", 0)
+    gathered = math.prod(side) if mode == "nearest" else math.prod(s + 2 for s in side)
+    index_type = TensorProto.INT32 if gathered < 2**31 else TensorProto.INT64
     kinds = _index_types(lower(model))
     assert kinds and set(kinds) == {(index_type, None)}, kinds
 

@@ -19,7 +19,7 @@ from gridsample_lower.spec import GridSampleSpec
 A = -0.75
 
 
-def _weights(em: Emitter, x: ir.Value, x1: ir.Value, taps: ir.Value, per_tap) -> ir.Value:
+def _weights(em: Emitter, x: ir.Value, x1: ir.Value, per_tap) -> ir.Value:
     t = em.Sub(x, x1)
     one, two = per_tap([1.0]), per_tap([2.0])
 

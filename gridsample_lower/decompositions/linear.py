@@ -13,7 +13,7 @@ from gridsample_lower.sampling import Kernel, interpolate
 from gridsample_lower.spec import GridSampleSpec
 
 
-def _weights(em: Emitter, x: ir.Value, x1: ir.Value, taps: ir.Value, per_tap) -> ir.Value:
+def _weights(em: Emitter, x: ir.Value, x1: ir.Value, per_tap) -> ir.Value:
     return em.Abs(em.Sub(x, em.Add(x1, per_tap([1.0, 0.0]))))
 
 
