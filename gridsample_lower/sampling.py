@@ -134,8 +134,9 @@ def gather_and_combine(
     slot = inside is not None and (not _where_takes(x.dtype) or _zero_slot_pays(em, r, many))
     to_slot = slot and not many  # the rows path sends them past every sample, later
     flat = _flat_index(em, spec, indices, inside, within, to_slot, _float_exact(sample, ct))
-    gather = _gather_rows if many else _gather_elements
-    return gather(em, x, spec, flat, weights, inside, taps, (within, int_type), slot)
+    if many:
+        return _gather_rows(em, x, spec, flat, weights, inside, taps, (within, int_type), slot)
+    return _gather_elements(em, x, spec, flat, weights, inside, taps, slot)
 
 
 def _float_exact(sample: int | None, ct: ir.DataType) -> bool:
@@ -165,25 +166,21 @@ def _flat_index(em, spec, indices, inside, within, to_slot, in_float):
     its cast, and the axes are combined in integers.
     """
     r, ct = spec.rank, compute_dtype(spec)
-    if inside is not None and in_float:
-        flat = None
-        for axis, index in enumerate(indices):
-            if axis < r - 1:
-                index = em.Mul(index, em.x_size(range(3 + axis, 2 + r), ct))
-            flat = index if flat is None else em.Add(flat, index)
-        fill = em.x_size(range(2, 2 + r), ct) if to_slot else em.const(0.0, ct)
-        return em.Cast(em.Where(inside, flat, fill), to=within)
+    in_float = inside is not None and in_float  # unmasked taps are clamped: integers are cheaper
+    dtype = ct if in_float else within
     flat = None
     for axis, index in enumerate(indices):
-        if inside is not None:  # a NaN coordinate's tap is NaN: made an index only once masked
-            index = em.Where(inside, index, em.const(0.0, ct))
-        index = em.Cast(index, to=within)
+        if not in_float:
+            if inside is not None:  # a NaN coordinate's tap is NaN: an index only once masked
+                index = em.Where(inside, index, em.const(0.0, ct))
+            index = em.Cast(index, to=within)
         if axis < r - 1:
-            index = em.Mul(index, em.x_size(range(3 + axis, 2 + r), within))
+            index = em.Mul(index, em.x_size(range(3 + axis, 2 + r), dtype))
         flat = index if flat is None else em.Add(flat, index)
-    if inside is not None and to_slot:
-        flat = em.Where(inside, flat, em.x_size(range(2, 2 + r), within))
-    return flat
+    if in_float or (inside is not None and to_slot):
+        fill = em.x_size(range(2, 2 + r), dtype) if to_slot else em.const(0.0, dtype)
+        flat = em.Where(inside, flat, fill)
+    return em.Cast(flat, to=within) if in_float else flat
 
 
 def _gathers_rows(em: Emitter, rank: int, taps: int) -> bool:
@@ -227,7 +224,7 @@ def _matmul_pays(em: Emitter, taps: int) -> bool:
     return channels * taps >= MATMUL_MIN_VALUES and channels <= MATMUL_MAX_CHANNELS
 
 
-def _gather_elements(em, x, spec, flat, weights, inside, taps, index_types, slot):
+def _gather_elements(em, x, spec, flat, weights, inside, taps, slot):
     r, ct = spec.rank, compute_dtype(spec)
     n, c = em.prod_dims("x", range(0, 1)), em.prod_dims("x", range(1, 2))
     points = [em.prod_dims("grid", range(1 + a, 2 + a)) for a in range(r)]

@@ -68,15 +68,15 @@ def test_channel_by_channel(spec, channels, batch, rng):
     lowered = lower(model, target="onnxruntime", lower_all=True)
     ops = [n.op_type for n in lowered.graph.node]
     taps = {"nearest": 1, "linear": 2, "cubic": 4}[spec.mode] ** spec.rank
-    planes = spec.mode != "nearest" and (channels == 1 or taps >= 8)
-    assert ops.count("GatherElements") == (channels if planes else 1)
-    assert ops.count("MatMul") == (channels if planes else 0)
+    by_channel = spec.mode != "nearest" and (channels == 1 or taps >= 8)
+    assert ops.count("GatherElements") == (channels if by_channel else 1)
+    assert ops.count("MatMul") == (channels if by_channel else 0)
     assert_close(run_ort(lowered, {"X": x, "grid": grid}), oracle(spec, x, grid), spec.mode)
 
 
 @pytest.mark.parametrize(("batch", "points", "by_channel"), [(2, 256, True), (2, 128, False)])
-def test_channel_by_channel_once_every_channel_gathers_2_to_the_21(batch, points, by_channel, rng):
-    """With 4 taps (2-D linear), GatherElements' few channels go one by one once each gathers
+def test_channel_by_channel_once_the_gather_moves_2_to_the_21(batch, points, by_channel, rng):
+    """With 4 taps (2-D linear), GatherElements' few channels go one by one once the gather moves
     2**21 values or more (N x C x taps x points); below that, all at once."""
     from gridsample_lower.spec import GridSampleSpec
 
