@@ -90,11 +90,32 @@ class Case:
             model.graph.initializer.append(onnx.numpy_helper.from_array(grid, "grid"))
         return model
 
-    def inputs(self, rng) -> dict:
-        r = len(self.x_shape) - 2
+    def inputs(self, rng, grid: str = "random") -> dict:
         x = rng.standard_normal(self.x_shape).astype(np.float32)
-        grid = rng.uniform(-1.1, 1.1, (self.x_shape[0], *self.out_shape, r)).astype(np.float32)
-        return {"X": x, "grid": grid}
+        return {"X": x, "grid": make_grid(grid, self.x_shape[0], self.out_shape, rng)}
+
+
+GRIDS = ("random", "warp")
+
+
+def make_grid(kind: str, batch: int, out_shape: tuple, rng, dtype=np.float32) -> np.ndarray:
+    """A grid of ``kind``: ``random`` or ``warp``.
+
+    ``random`` is uniform in [-1.1, 1.1], every point anywhere: the worst case for caches.
+    ``warp`` is smooth, as spatial transformers and flow warps make: the identity turned by
+    0.3 rad in the x-y plane, scaled by 1.05, plus noise of 0.01.
+    """
+    r = len(out_shape)
+    if kind == "random":
+        return rng.uniform(-1.1, 1.1, (batch, *out_shape, r)).astype(dtype)
+    axes = np.meshgrid(*[np.linspace(-1, 1, n) for n in out_shape], indexing="ij")
+    coords = np.stack(axes[::-1], axis=-1)  # innermost-first: x (width) first
+    if r >= 2:
+        turn = np.eye(r)
+        turn[:2, :2] = [[np.cos(0.3), -np.sin(0.3)], [np.sin(0.3), np.cos(0.3)]]
+        coords = coords @ turn.T
+    grid = 1.05 * coords + rng.normal(0.0, 0.01, (batch, *out_shape, r))
+    return grid.astype(dtype)
 
 
 def cases(quick: bool) -> list[Case]:
@@ -133,8 +154,10 @@ def torch_runner(case: Case, feeds: dict):
     )
 
 
-def measure(case: Case, rng, budget: float, target: str = "onnxruntime") -> dict:
-    arrays = case.inputs(rng)
+def measure(
+    case: Case, rng, budget: float, target: str = "onnxruntime", grid_kind: str = "random"
+) -> dict:
+    arrays = case.inputs(rng, grid_kind)
     grid = arrays["grid"] if case.constant_grid else None
     feeds = {"X": arrays["X"]} if case.constant_grid else arrays
     native = session(case.model("static", grid))
@@ -224,19 +247,20 @@ def main() -> None:
     parser.add_argument(
         "--target", default="onnxruntime", help="Whose lowering to time (all of it is lowered)."
     )
+    parser.add_argument("--grid", choices=GRIDS, default="random", help="The grids' kind.")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     rows = []
     for case in cases(args.quick):
         if args.filter in case.label:
-            rows.append(measure(case, rng, args.budget, args.target))
+            rows.append(measure(case, rng, args.budget, args.target, args.grid))
             print(markdown(rows[-1:]).splitlines()[-1], flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     machine = f"{_cpu_name()}, {platform.machine()}, onnxruntime {ort.__version__}"
-    summary = {"machine": machine, "target": args.target, "rows": rows}
+    summary = {"machine": machine, "target": args.target, "grid": args.grid, "rows": rows}
     (args.out / "results.json").write_text(json.dumps(summary, indent=1))
     table = markdown(rows)
-    header = f"Machine: {machine}, 1 thread; lowered for --target {args.target}."
+    header = f"Machine: {machine}, 1 thread; lowered for --target {args.target}; {args.grid} grids."
     (args.out / "results.md").write_text(f"{header}\n\n{table}\n")
     print(table)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 from collections.abc import Callable
 
 import onnx_ir as ir
@@ -61,7 +62,23 @@ REDUCED_PRECISION = frozenset({"MatMul"})
 
 # bench/target_choices.py checks these bounds.
 FOLDED_GRID_MAX_CHANNELS = 4  # with a constant grid, the lowering beats the fast kernel up to here
-NATIVE_CUBIC_MAX_CHANNELS = 1  # onnxruntime's float32 2-D cubic beats the lowering up to here
+
+
+def native_cubic_channels(points: int | None) -> int:
+    """Up to how many channels onnxruntime's 2-D cubic kernel beats the lowering, by points.
+
+    The lowering spends about 100 ops on each point's 16 taps, then streams 16 values per point
+    and channel through memory; the kernel pays its per-point work again for every channel.
+    Measured with random and smooth grids (1 thread, zeros and border), lowered / native:
+    under 2**13 points the lowering's fixed costs lose with one channel (64x64: 1.07-1.13);
+    up to 2**16 it wins with one (0.86-0.96); past that its taps leave the cache, and the
+    kernel wins with one channel (320x320: 1.09-1.10), with two past 2**17 (384x384 to
+    600x800: 0.97-1.37) and with three past 2**18 on smooth grids (480x640 to 720x1280:
+    1.04-1.25; random grids 0.82-0.96). Unknown sizes keep one channel.
+    """
+    if points is None or points < 2**13:
+        return 1
+    return min(3, max(0, (points - 1).bit_length() - 16))
 
 
 def _float_4d(spec: GridSampleSpec, node: ir.Node | None = None) -> bool:
@@ -76,9 +93,8 @@ def _onnxruntime_keeps(spec: GridSampleSpec, node: ir.Node | None = None) -> boo
       lowering takes 0.9-2.4x its time); unless the grid is a constant and X has at most 4
       float32 channels: onnxruntime then folds the lowered coordinate math at session start
       and the rest takes 0.25-0.95 of the kernel's time (8 channels: 1.0-1.4);
-    - 2-D cubic with zeros or border padding and one channel, where the lowering spends 16
-      taps of per-point math on one value (0.95-1.5x; two channels 0.75-1.05), unless the
-      grid folds (0.35-0.6);
+    - 2-D cubic with zeros or border padding and up to ``native_cubic_channels(points)``
+      channels (none to three, by the points per sample), unless the grid folds (0.35-0.8);
     - 2-D cubic in float64, any padding and channel count: onnxruntime's double Mul and MatMul
       are slow (224x224: 2.0x with one channel, 1.1 with five; 480x640: 1.2-1.45 with 5-16;
       only small maps gain, 0.7 at 64x64).
@@ -89,7 +105,8 @@ def _onnxruntime_keeps(spec: GridSampleSpec, node: ir.Node | None = None) -> boo
     folds = _grid_folds(spec, node)
     if (spec.mode, spec.padding_mode, spec.align_corners) == ("linear", "zeros", 0):
         return not (folds and channels is not None and channels <= FOLDED_GRID_MAX_CHANNELS)
-    few = channels is not None and channels <= NATIVE_CUBIC_MAX_CHANNELS and not folds
+    few = channels is not None and channels <= native_cubic_channels(_static_points(node))
+    few = few and not folds
     double = spec.x_dtype == ir.DataType.DOUBLE
     return spec.mode == "cubic" and (double or (few and spec.padding_mode != "reflection"))
 
@@ -99,6 +116,15 @@ def _static_channels(node: ir.Node | None) -> int | None:
     if x is None or x.shape is None or len(x.shape) < 2 or not isinstance(x.shape[1], int):
         return None
     return x.shape[1]
+
+
+def _static_points(node: ir.Node | None) -> int | None:
+    """The output points per sample, where the grid's spatial sizes are static."""
+    grid = node.inputs[1] if node is not None else None
+    if grid is None or grid.shape is None or len(grid.shape) < 3:
+        return None
+    sizes = list(grid.shape)[1:-1]
+    return math.prod(sizes) if all(isinstance(d, int) for d in sizes) else None
 
 
 def _grid_folds(spec: GridSampleSpec, node: ir.Node | None) -> bool:

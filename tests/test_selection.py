@@ -11,10 +11,7 @@ from onnx import numpy_helper
 
 from gridsample_lower import UnsupportedGridSample, lower, lower_with_report
 from gridsample_lower.functions import DOMAIN
-from gridsample_lower.targets import (
-    FOLDED_GRID_MAX_CHANNELS,
-    NATIVE_CUBIC_MAX_CHANNELS,
-)
+from gridsample_lower.targets import FOLDED_GRID_MAX_CHANNELS, native_cubic_channels
 
 TWO_NODES = """
 <ir_version: 9, opset_import: ["" : 20]>
@@ -70,7 +67,7 @@ def _one_node_model(rng, config, channels, dtype, grid_as):
 
 
 FAST = (2, "linear", "zeros")  # with align_corners=0: onnxruntime's one fast kernel
-CUBIC = NATIVE_CUBIC_MAX_CHANNELS
+CUBIC = native_cubic_channels(4 * 3)  # the 4x3 points of these models' grids: one
 FOLDS = FOLDED_GRID_MAX_CHANNELS
 
 
@@ -111,6 +108,30 @@ def test_onnxruntime_keeps_what_its_kernel_runs_faster(rng, config, channels, dt
     }
     feeds = {"X": feeds["X"]} if grid_as in ("constant", "initializer") else feeds
     assert_close(run_ort(out, feeds), run_ort(model, feeds), config[1])
+
+
+@pytest.mark.parametrize(
+    ("points", "channels", "kept"),
+    [
+        ((64, 64), 1, True),  # under 2**13 points the kernel wins with one channel...
+        ((64, 64), 2, False),
+        ((96, 96), 1, False),  # ...from there to 2**16 the lowering wins...
+        ((256, 256), 1, False),
+        ((320, 320), 1, True),  # ...past 2**16 the kernel wins with one channel...
+        ((320, 320), 2, False),
+        ((384, 384), 2, True),  # ...past 2**17 with two...
+        ((384, 384), 3, False),
+        ((480, 640), 3, True),  # ...and past 2**18 with three
+        ((480, 640), 4, False),
+        (("h", "w"), 1, True),  # unknown: one
+        (("h", "w"), 2, False),
+    ],
+)
+def test_onnxruntime_keeps_2d_cubic_by_points_and_channels(points, channels, kept):
+    """bench/target_choices.py measures both sides of each bound, on random and smooth grids."""
+    for padding in ("zeros", "border"):
+        model = gridsample_model([1, channels, 8, 8], [1, *points, 2], "cubic", padding)
+        assert (_kept(lower(model, target="onnxruntime")) == ["Y"]) is kept
 
 
 @pytest.mark.parametrize(("x_dims", "kept"), [(["N", 3, 6, 5], False), ([1, 3, "H", "W"], True)])
