@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import pathlib
 import statistics
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 from run import GRIDS, interleaved, make_grid, session
 
 from gridsample_lower import lower
@@ -66,13 +68,15 @@ def choices() -> list[Choice]:
             for constant in (False, True):
                 out.append(Choice("linear", "zeros", 0, (1, c, h, w), constant_grid=constant))
         out.append(Choice("cubic", "reflection", 0, (1, 1, h, w)))
-        for padding, c in (("zeros", 1), ("zeros", 6), ("border", 6), ("reflection", 1)):
-            out.append(Choice("cubic", padding, 0, (1, c, h, w), dtype=np.float64))
+        for padding in ("zeros", "border", "reflection"):  # float64 cubic: by points too
+            kept = native_cubic_channels(h * w, ir.DataType.DOUBLE, padding)
+            for c in (1, 6) if kept == math.inf else (kept, kept + 1, 6):
+                out.append(Choice("cubic", padding, 0, (1, c, h, w), dtype=np.float64))
         out.append(Choice("linear", "zeros", 0, (1, 3, h, w), np.float64, constant_grid=True))
     for h, w in CUBIC_SIZES:  # float32 cubic: kept up to native_cubic_channels(points)
-        kept = native_cubic_channels(h * w)
         for padding in ("zeros", "border"):
-            for c in sorted({1, 3, kept, kept + 1} - {0}):
+            kept = native_cubic_channels(h * w, ir.DataType.FLOAT, padding)
+            for c in sorted({1, 3, kept, kept + 1}):
                 out.append(Choice("cubic", padding, 0, (1, c, h, w)))
             out.append(Choice("cubic", padding, 0, (1, max(kept, 1), h, w), constant_grid=True))
     for c in (1, 16):  # 3-D: always lowered

@@ -64,21 +64,35 @@ REDUCED_PRECISION = frozenset({"MatMul"})
 FOLDED_GRID_MAX_CHANNELS = 4  # with a constant grid, the lowering beats the fast kernel up to here
 
 
-def native_cubic_channels(points: int | None) -> int:
-    """Up to how many channels onnxruntime's 2-D cubic kernel beats the lowering, by points.
+def native_cubic_channels(points: int | None, dtype: ir.DataType, padding: str) -> float:
+    """Up to how many channels onnxruntime's 2-D cubic kernel beats the lowering (inf: any).
 
     The lowering spends about 100 ops on each point's 16 taps, then streams 16 values per point
     and channel through memory; the kernel pays its per-point work again for every channel.
-    Measured with random and smooth grids (1 thread, zeros and border), lowered / native:
-    under 2**13 points the lowering's fixed costs lose with one channel (64x64: 1.07-1.13);
-    up to 2**16 it wins with one (0.86-0.96); past that its taps leave the cache, and the
-    kernel wins with one channel (320x320: 1.09-1.10), with two past 2**17 (384x384 to
-    600x800: 0.97-1.37) and with three past 2**18 on smooth grids (480x640 to 720x1280:
-    1.04-1.25; random grids 0.82-0.96). Unknown sizes keep one channel.
+    Measured with random and smooth grids (1 thread), lowered / native, by points per sample:
+    - float32, zeros or border: the kernel wins with one channel (64x64: 1.07-1.13; 320x320:
+      1.09-1.10; from 2**13 to 2**16 points 0.86-0.96 in a quiet hour but 1.03-1.21 in a busy
+      one, when other machines share the memory); past 2**17 points the lowering's taps leave
+      the cache and the kernel wins with two (384x384 to 600x800: 0.97-1.37), past 2**18 on
+      smooth grids with three (480x640 to 720x1280: 1.04-1.25; random grids 0.82-0.96).
+      Reflection: never (its kernel is slow: 0.58-1.0).
+    - float64, whose Mul and MatMul onnxruntime runs slowly: past 2**15 points the kernel wins
+      (224x224: 1.0-1.5 with 2-12 channels, though 0.83-0.93 with 6-12 in a quieter hour;
+      480x640: 1.35-2.8); up to 2**15 the lowering wins from 3 channels (0.60-0.89). With
+      reflection it wins from 2 channels up to 2**16 points (0.65-0.69; 224x224: 0.84-1.05,
+      six channels 0.56-0.73).
+    Unknown sizes keep one float32 channel and every float64 one. Near these bounds the
+    ratios move by 10-20% with the machine's load (bench/results/target_choices*.md).
     """
-    if points is None or points < 2**13:
+    if dtype == ir.DataType.DOUBLE:
+        if points is None or points > 2 ** (16 if padding == "reflection" else 15):
+            return math.inf
+        return 1 if padding == "reflection" else 2
+    if padding == "reflection":
+        return 0
+    if points is None:
         return 1
-    return min(3, max(0, (points - 1).bit_length() - 16))
+    return min(3, max(1, (points - 1).bit_length() - 16))
 
 
 def _float_4d(spec: GridSampleSpec, node: ir.Node | None = None) -> bool:
@@ -93,11 +107,9 @@ def _onnxruntime_keeps(spec: GridSampleSpec, node: ir.Node | None = None) -> boo
       lowering takes 0.9-2.4x its time); unless the grid is a constant and X has at most 4
       float32 channels: onnxruntime then folds the lowered coordinate math at session start
       and the rest takes 0.25-0.95 of the kernel's time (8 channels: 1.0-1.4);
-    - 2-D cubic with zeros or border padding and up to ``native_cubic_channels(points)``
-      channels (none to three, by the points per sample), unless the grid folds (0.35-0.8);
-    - 2-D cubic in float64, any padding and channel count: onnxruntime's double Mul and MatMul
-      are slow (224x224: 2.0x with one channel, 1.1 with five; 480x640: 1.2-1.45 with 5-16;
-      only small maps gain, 0.7 at 64x64).
+    - 2-D cubic with up to ``native_cubic_channels`` channels: by the points per sample, one
+      to three float32 ones with zeros or border padding, any float64 ones past 2**15 points;
+      unless the grid folds (0.35-0.8).
     """
     if not spec.onnxruntime_native or spec.rank != 2:
         return False
@@ -105,10 +117,10 @@ def _onnxruntime_keeps(spec: GridSampleSpec, node: ir.Node | None = None) -> boo
     folds = _grid_folds(spec, node)
     if (spec.mode, spec.padding_mode, spec.align_corners) == ("linear", "zeros", 0):
         return not (folds and channels is not None and channels <= FOLDED_GRID_MAX_CHANNELS)
-    few = channels is not None and channels <= native_cubic_channels(_static_points(node))
-    few = few and not folds
-    double = spec.x_dtype == ir.DataType.DOUBLE
-    return spec.mode == "cubic" and (double or (few and spec.padding_mode != "reflection"))
+    if spec.mode != "cubic" or folds:
+        return False
+    kept = native_cubic_channels(_static_points(node), spec.x_dtype, spec.padding_mode)
+    return (math.inf if channels is None else channels) <= kept  # unknown: many
 
 
 def _static_channels(node: ir.Node | None) -> int | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import onnx_ir
 import pytest
 from conftest import assert_close, gridsample_model, make_grid, run_ort
 from onnx import numpy_helper
@@ -12,6 +13,8 @@ from onnx import numpy_helper
 from gridsample_lower import UnsupportedGridSample, lower, lower_with_report
 from gridsample_lower.functions import DOMAIN
 from gridsample_lower.targets import FOLDED_GRID_MAX_CHANNELS, native_cubic_channels
+
+FLOAT, DOUBLE = onnx_ir.DataType.FLOAT, onnx_ir.DataType.DOUBLE
 
 TWO_NODES = """
 <ir_version: 9, opset_import: ["" : 20]>
@@ -67,7 +70,8 @@ def _one_node_model(rng, config, channels, dtype, grid_as):
 
 
 FAST = (2, "linear", "zeros")  # with align_corners=0: onnxruntime's one fast kernel
-CUBIC = native_cubic_channels(4 * 3)  # the 4x3 points of these models' grids: one
+CUBIC = native_cubic_channels(4 * 3, FLOAT, "zeros")  # the 4x3 points of these grids: one
+DOUBLE_CUBIC = native_cubic_channels(4 * 3, DOUBLE, "zeros")  # two
 FOLDS = FOLDED_GRID_MAX_CHANNELS
 
 
@@ -86,8 +90,10 @@ FOLDS = FOLDED_GRID_MAX_CHANNELS
         ((3, "linear", "zeros"), 1, np.float32, "input", False),  # 3-D: lowering 2-3x faster
         ((2, "cubic", "zeros"), 1, np.float32, "input", True),  # few channels: kernel wins
         ((2, "cubic", "border"), CUBIC, np.float32, "input", True),
-        ((2, "cubic", "border"), 16, np.float64, "input", True),  # float64: always kept
+        ((2, "cubic", "border"), DOUBLE_CUBIC, np.float64, "input", True),  # slow double ops
+        ((2, "cubic", "border"), DOUBLE_CUBIC + 1, np.float64, "input", False),
         ((2, "cubic", "reflection"), 1, np.float64, "input", True),
+        ((2, "cubic", "reflection"), 2, np.float64, "input", False),
         ((2, "cubic", "zeros"), CUBIC + 1, np.float32, "input", False),
         ((2, "cubic", "zeros"), "C", np.float32, "input", False),
         ((2, "cubic", "reflection"), 1, np.float32, "input", False),
@@ -113,12 +119,10 @@ def test_onnxruntime_keeps_what_its_kernel_runs_faster(rng, config, channels, dt
 @pytest.mark.parametrize(
     ("points", "channels", "kept"),
     [
-        ((64, 64), 1, True),  # under 2**13 points the kernel wins with one channel...
+        ((64, 64), 1, True),  # the kernel wins with one channel...
         ((64, 64), 2, False),
-        ((96, 96), 1, False),  # ...from there to 2**16 the lowering wins...
-        ((256, 256), 1, False),
-        ((320, 320), 1, True),  # ...past 2**16 the kernel wins with one channel...
-        ((320, 320), 2, False),
+        ((362, 362), 1, True),  # (just under 2**17 points)
+        ((362, 362), 2, False),
         ((384, 384), 2, True),  # ...past 2**17 with two...
         ((384, 384), 3, False),
         ((480, 640), 3, True),  # ...and past 2**18 with three
@@ -132,6 +136,27 @@ def test_onnxruntime_keeps_2d_cubic_by_points_and_channels(points, channels, kep
     for padding in ("zeros", "border"):
         model = gridsample_model([1, channels, 8, 8], [1, *points, 2], "cubic", padding)
         assert (_kept(lower(model, target="onnxruntime")) == ["Y"]) is kept
+
+
+@pytest.mark.parametrize(
+    ("points", "padding", "channels", "kept"),
+    [
+        ((128, 256), "border", 2, True),  # up to 2**15 points, up to 2 channels...
+        ((128, 256), "border", 3, False),
+        ((128, 257), "zeros", 64, True),  # ...and past 2**15, any...
+        ((256, 256), "reflection", 1, True),  # ...but with reflection one up to 2**16...
+        ((256, 256), "reflection", 2, False),
+        ((256, 257), "reflection", 64, True),  # ...and any past it
+        (("h", "w"), "zeros", 64, True),
+    ],
+)
+def test_onnxruntime_keeps_float64_cubic_on_large_maps(points, padding, channels, kept):
+    """onnxruntime runs double Mul and MatMul slowly: its kernel wins but on small maps."""
+    model = gridsample_model(
+        [1, channels, 8, 8], [1, *points, 2], "cubic", padding,
+        x_dtype=np.float64, grid_dtype=np.float64,
+    )  # fmt: skip
+    assert (_kept(lower(model, target="onnxruntime")) == ["Y"]) is kept
 
 
 @pytest.mark.parametrize(("x_dims", "kept"), [(["N", 3, 6, 5], False), ([1, 3, "H", "W"], True)])
