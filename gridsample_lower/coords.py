@@ -15,8 +15,9 @@ from gridsample_lower.spec import GridSampleSpec
 
 __all__ = ["ring_indices", "source_coordinate", "tap_indices"]
 
-# Far enough outside [0, L-1] that every tap of every mode is out of range, or clamps to an edge.
-_MARGIN = 4
+# Past these magnitudes every float32 (float64) is an integer: bounding a coordinate there keeps
+# the fraction, so the taps' weights, that onnxruntime gives it.
+_WHOLE = {ir.DataType.FLOAT: 2.0**23, ir.DataType.DOUBLE: 2.0**52}
 
 
 def source_coordinate(em: Emitter, g: ir.Value, axis: int, spec: GridSampleSpec, ct) -> ir.Value:
@@ -24,10 +25,12 @@ def source_coordinate(em: Emitter, g: ir.Value, axis: int, spec: GridSampleSpec,
 
     The operation order is onnxruntime's, so results agree bit for bit:
     align_corners=1: ``(g + 1) * ((L - 1) / 2)``; align_corners=0: ``(g + 1) * (L / 2) - 0.5``.
-    Zeros and border: clip to [-4, L + 3], where every tap is already out of range or clamped the
-    same way. Reflection: subtract a whole number of reflection periods (``fmod``, exact), which
-    keeps the fraction and the tap parities. Either way a NaN (or infinite) coordinate becomes a
-    finite one (-4, or 0 for reflection), so everything after it is finite and exact.
+    Zeros and border: clip to +-2**23 (float64: 2**52), past which every value is a whole number,
+    so the fraction and the weights stay onnxruntime's (an edge pixel's infinity, clamped to with
+    both weights nonzero, stays infinite). Reflection: subtract a whole number of reflection
+    periods (``fmod``, exact), which keeps the fraction and the tap parities. Either way a NaN
+    (or infinite) coordinate becomes a finite one (-2**23, or 0 for reflection), so everything
+    after it is finite and exact.
     """
     x_axis = 2 + axis
     one = em.const(1.0, ct)
@@ -45,8 +48,7 @@ def source_coordinate(em: Emitter, g: ir.Value, axis: int, spec: GridSampleSpec,
         return em.Where(em.Equal(x, x), x, em.const(0.0, ct))  # NaN != NaN
     if spec.mode == "nearest" and spec.padding_mode == "zeros":
         return x  # its only tap is masked (NaN and far values included) before it is an index
-    high = em.x_size(range(x_axis, x_axis + 1), ct, lambda n: n - 1 + _MARGIN)
-    low = em.const(-_MARGIN, ct)
+    high, low = em.const(_WHOLE[ct], ct), em.const(-_WHOLE[ct], ct)
     return em.Where(em.GreaterOrEqual(x, low), em.Min(x, high), low)  # NaN >= low is False
 
 

@@ -110,9 +110,9 @@ def grid_sample(x, grid, mode="linear", padding_mode="zeros", align_corners=0):
         if padding_mode == "reflection":  # folding an infinite coordinate has no meaning
             coord = np.where(np.isinf(coord), np.nan, coord)
         else:
-            # Past a few pixels outside, every tap is dropped or clamped alike; bounding the
-            # coordinate there keeps floor(x) + 1 - x exact when |x| is huge (1e30 + 1 == 1e30).
-            coord = np.where(np.isinf(coord), coord, np.clip(coord, -size - 8.0, 2.0 * size + 8.0))
+            # Past 2**52 every float64 is a whole number: bounding the coordinate there keeps its
+            # fraction (so an edge pixel's weights) and floor(x) + 1 - x exact (1e30 + 1 == 1e30).
+            coord = np.where(np.isinf(coord), coord, np.clip(coord, -(2.0**52), 2.0**52))
         if mode == "nearest":
             taps = [(np.rint(coord), None)]
         else:

@@ -180,6 +180,24 @@ def test_nearest_zeros_masks_or_reads_a_zero_slot(rank, points, rng):
     )
 
 
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: d.__name__)
+def test_infinite_edge_pixels_under_border_padding_far_outside(mode, dtype, rng):
+    """Far outside X, border padding clamps every tap onto the edge pixel, weighted by the
+    coordinate's own fraction: an infinite edge gives what onnxruntime gives (inf, NaN only
+    where a weight is 0), not the NaN of a coordinate bounded to a whole number."""
+    from gridsample_lower.spec import GridSampleSpec
+
+    spec = GridSampleSpec(2, mode, "border", 0)
+    x = rng.standard_normal((2, 3, 5, 4)).astype(dtype)
+    x[:, :, :, 0], x[:, :, 0, :] = np.inf, -np.inf
+    grid = make_grid(rng, (2, 6, 5, 2), far=True, dtype=dtype)
+    grid[..., 0] = np.where(rng.random(grid.shape[:-1]) < 0.5, -37.3, grid[..., 0])
+    for target in ("generic", "onnxruntime"):
+        lowered = lower(spec_model(spec, x, grid), target=target, lower_all=True)
+        assert_close(run_ort(lowered, {"X": x, "grid": grid}), oracle(spec, x, grid), mode)
+
+
 ZEROS_INTERPOLATED = [
     s for s in supported_specs() if s.padding_mode == "zeros" and s.mode != "nearest"
 ]
