@@ -5,15 +5,16 @@ one tap axis per spatial axis (T long on its own axis, 1 on the others), the out
 innermost and planar. Adding the per-axis tensors broadcasts to all K = T**r tap combinations.
 The gather is chosen by channel count (``bench/run.py`` measures both):
 
-- few channels (C <= 32, or C symbolic; with 8 taps or more, C * taps < 256): one
-  GatherElements on X viewed as ``(N*C, S)``, with the ``(N, K*P)`` within-sample indices
-  expanded over C; no transpose of X or Y. Where the target allows MatMul (onnxruntime),
-  one channel, up to 16 with 8 taps or more, or any of these once the gather moves 2**21
-  values (N x C x taps x points), are gathered channel by channel instead.
+- few channels (C <= 32, C < 24 for onnxruntime's linear, or C symbolic; with 8 taps or
+  more, C * taps < 256): one GatherElements on X viewed as ``(N*C, S)``, with the ``(N, K*P)``
+  within-sample indices expanded over C; no transpose of X or Y. Where the target allows
+  MatMul (onnxruntime), one channel, up to 16 with 8 taps or more, or any of these once the
+  gather moves 2**21 values (N x C x taps x points), are gathered channel by channel instead.
 - many channels: a channels-last copy of X, ``(N*S, C)``, made tile by tile; then one Gather
-  per tap, each fetching P contiguous C-vectors, summed with their weights; or, with 8 taps
-  or more (3-D linear, cubic) and up to 128 channels, where the target allows MatMul
-  (onnxruntime), one Gather of every tap summed by one batched MatMul.
+  per tap, each fetching P contiguous C-vectors, summed with their weights. Where the target
+  allows MatMul (onnxruntime), one Gather fetches every tap instead: with 8 taps or more (3-D
+  linear, cubic) summed by one batched MatMul; with fewer (1-D, 2-D linear) every row scaled
+  by one BatchNormalization and summed by a MatMul with ones; either up to 128 channels.
 
 Each axis' tap positions (small exact integers in float) are cast to the index type first, and
 the flat index is combined in integers: int32 within a sample while the spatial size is static
@@ -41,6 +42,8 @@ __all__ = ["Kernel", "gather_and_combine", "grid_coordinates", "interpolate"]
 INT64 = ir.DataType.INT64
 ROWS_MIN_CHANNELS = 33  # from here on, gathering channels-last rows beats GatherElements...
 ROWS_MAX_ELEMENTS = 2**18  # ...while X stays cache-sized (1 MB of float32)
+SCALED_MIN_CHANNELS = 24  # rows scaled all at once (``_scaled_pays``) win from here, any size...
+SCALED_FULL_COPY_CHANNELS = 32  # ...and from here even where X has as many values as the taps
 TILE = 128  # points per tile of the channels-last copy
 MATMUL_MIN_TAPS = 8  # with this many taps (3-D linear, cubic), rows are summed by one MatMul...
 MATMUL_MIN_VALUES = 256  # ...once channels x taps reach this...
@@ -194,19 +197,22 @@ def _gather_rows_pays(em: Emitter, rank: int, taps: int) -> bool:
     Rows win with many channels, but they need a channels-last copy of X, so the points must
     gather at least about as many values as the copy moves. Summed tap by tap, they also read
     X at random, which pays only while X fits in cache (GatherElements reads one channel plane
-    at a time); summed by one MatMul (``_matmul_pays``), they win at any size of X.
+    at a time); gathered at once and summed by one MatMul (``_matmul_pays``, ``_scaled_pays``),
+    they win at any size of X.
     A symbolic batch is taken as 1 (the usual deployment), and unknown sizes as one point per
     pixel.
     """
-    channels, matmul = em.x_dim(1), _matmul_pays(em, taps)
-    if channels is None or not (matmul or channels >= ROWS_MIN_CHANNELS):
+    channels, matmul, scaled = em.x_dim(1), _matmul_pays(em, taps), _scaled_pays(em, taps)
+    fewest = SCALED_MIN_CHANNELS if scaled else ROWS_MIN_CHANNELS
+    if channels is None or not (matmul or channels >= fewest):
         return False
     spatial = em.prod_dims("x", range(2, 2 + rank))
     points = em.prod_dims("grid", range(1, 1 + rank))
     if not (isinstance(spatial, int) and isinstance(points, int)):
         return taps >= 2
     cached = (em.x_dim(0) or 1) * channels * spatial <= ROWS_MAX_ELEMENTS
-    return (matmul or cached) and 2 * spatial <= taps * points
+    copies = 1 if scaled and channels >= SCALED_FULL_COPY_CHANNELS else 2
+    return (matmul or scaled or cached) and copies * spatial <= taps * points
 
 
 def _matmul_pays(em: Emitter, taps: int) -> bool:
@@ -319,6 +325,8 @@ def _gather_rows(em, x, spec, flat, weights, inside, taps, index_types, slot):
         rows = em.Cast(rows, to=y_dtype)
     if weights is not None and _matmul_pays(em, taps):
         y = _matmul_taps(em, rows, flat, weights, taps, total)
+    elif weights is not None and _scaled_pays(em, taps):
+        y = _scaled_taps(em, rows, flat, weights, taps, total, y_dtype)
     else:
         y = _chain_taps(em, rows, flat, weights, taps, total)
     if mask_values:
@@ -341,6 +349,45 @@ def _chain_taps(em, rows, flat, weights, taps, total):
             values = em.Mul(values, em.Gather(weights, tap, axis=1))
         y = values if y is None else em.Add(y, values)
     return y
+
+
+def _scaled_pays(em: Emitter, taps: int) -> bool:
+    """Whether rows are scaled by one BatchNormalization and summed by one MatMul with ones.
+
+    For fewer than 8 taps (1-D, 2-D linear), up to 128 channels: 64 channels x 4096 points,
+    4 taps, 0.80 vs 1.0 ms of kernel time for the per-tap chain, whose broadcast Mul of
+    ``(P, C)`` by ``(P, 1)`` pays for every short row (2-D linear zeros: 1.92 -> 1.60 of
+    native; 128 channels 15-19% faster). With 256 the chain's smaller tensors stay in cache
+    and it wins back up to 11%, as for ``_matmul_pays``. Only where the target allows both
+    ops: BatchNormalization's parameters must be constants on TensorRT and most NPUs, and
+    MatMul loses precision there.
+    """
+    channels = em.x_dim(1)
+    return (
+        1 < taps < MATMUL_MIN_TAPS
+        and channels is not None
+        and channels <= MATMUL_MAX_CHANNELS
+        and em.target.allows("BatchNormalization")
+        and em.target.allows("MatMul")
+    )
+
+
+def _scaled_taps(em, rows, flat, weights, taps, total, dtype):
+    """``(N, P, C)``: every tap in one Gather, scaled row by row, summed by one MatMul.
+
+    BatchNormalization with mean 0, variance 0 and epsilon 1 is ``x * scale`` exactly (the
+    divisor is sqrt(1) = 1), one scale per row: the ``(N*K*P, C)`` taps become its channels.
+    Its zeros come from the weights (``w - w``), NaN exactly where the weight is NaN already.
+    """
+    n, c = em.prod_dims("x", range(0, 1)), em.prod_dims("x", range(1, 2))
+    values = em.reshape(em.Gather(rows, flat, axis=0), [1, -1, c])  # (1, N*K*P, C)
+    scale = em.reshape(weights, [-1])
+    zeros = em.Sub(scale, scale)
+    scaled = em.BatchNormalization(values, scale, zeros, zeros, zeros, epsilon=1.0)
+    ones = em.const(np.ones((1, taps)), dtype)
+    row = total * c if isinstance(total, int) else em.Mul(total, em.const([c], INT64))
+    summed = em.MatMul(ones, em.reshape(scaled, [n, taps, row]))  # (N, 1, P*C)
+    return em.reshape(summed, [n, total, c])
 
 
 def _matmul_taps(em, rows, flat, weights, taps, total):

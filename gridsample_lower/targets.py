@@ -59,6 +59,11 @@ def _takes_spec_only(function: Callable) -> bool:
 # Ampere and later GPUs. So only the onnxruntime target (float32 MatMul on the CPU) sums taps
 # with one; the others take the per-tap Mul and Add chain, which every runtime keeps exact.
 REDUCED_PRECISION = frozenset({"MatMul"})
+# BatchNormalization scales the gathered rows of many channels by their weights (a per-row
+# multiply, faster than a broadcast Mul in onnxruntime), so its scale is a tensor computed at run
+# time; TensorRT's ONNX parser and most NPU compilers take only constant parameters.
+CONSTANT_PARAMETERS = frozenset({"BatchNormalization"})
+ONNXRUNTIME_ONLY = REDUCED_PRECISION | CONSTANT_PARAMETERS
 
 # bench/target_choices.py checks these bounds.
 FOLDED_GRID_MAX_CHANNELS = 4  # with a constant grid, the lowering beats the fast kernel up to here
@@ -166,11 +171,12 @@ TARGETS: dict[str, Target] = {
             "generic",
             "lower every GridSample with standard ops that runtimes keep in full precision "
             "(the default)",
-            avoids=REDUCED_PRECISION,
+            avoids=ONNXRUNTIME_ONLY,
         ),
         Target(
             "onnxruntime",
-            "lower what onnxruntime cannot run, and what runs faster lowered (MatMul included)",
+            "lower what onnxruntime cannot run, and what runs faster lowered (MatMul, "
+            "BatchNormalization)",
             keeps=_onnxruntime_keeps,
         ),
         Target(
@@ -179,27 +185,27 @@ TARGETS: dict[str, Target] = {
             # It runs 3-D and 1-D GridSample only lowered, and its GatherElements was slower
             # than row Gathers in 9 of 11 cases (bench/openvino_gathers.py: 5-D linear with 16
             # channels 8.66 vs 6.24 ms; at worst 15% faster).
-            avoids=REDUCED_PRECISION | {"GatherElements"},
+            avoids=ONNXRUNTIME_ONLY | {"GatherElements"},
             keeps=_float_4d,
         ),
         Target(
             "tensorrt",
             "keep 4-D float GridSample (TensorRT runs it), lower the rest",
-            avoids=REDUCED_PRECISION,
+            avoids=ONNXRUNTIME_ONLY,
             keeps=_float_4d,
         ),
         Target(
             "webnn",
             "WebNN: plain Gather, Where, Min/Max and Floor-based rounding; "
             "no GatherND, GatherElements, And, Mod, Round, Clip or MatMul",
-            avoids=REDUCED_PRECISION
+            avoids=ONNXRUNTIME_ONLY
             | frozenset({"GatherND", "GatherElements", "And", "Mod", "Round", "Clip"}),
             index_dtype=ir.DataType.INT32,
         ),
         Target(
             "int32",
             "NNAPI and NPUs that want int32 gather indices everywhere",
-            avoids=REDUCED_PRECISION,
+            avoids=ONNXRUNTIME_ONLY,
             index_dtype=ir.DataType.INT32,
         ),
     ]

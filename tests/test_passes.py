@@ -24,6 +24,7 @@ INVENTORY = {
     "Abs",
     "Add",
     "And",
+    "BatchNormalization",
     "Cast",
     "Clip",
     "Concat",

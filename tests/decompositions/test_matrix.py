@@ -20,7 +20,7 @@ from conftest import (
 
 from gridsample_lower import lower, supported_specs
 from gridsample_lower.reference import grid_sample
-from gridsample_lower.sampling import ROWS_MIN_CHANNELS
+from gridsample_lower.sampling import ROWS_MIN_CHANNELS, SCALED_MIN_CHANNELS
 from gridsample_lower.targets import TARGETS
 
 
@@ -103,8 +103,9 @@ def test_channel_by_channel_once_the_gather_moves_2_to_the_21(batch, points, by_
 )
 def test_channels_last_rows_on_larger_maps(x_shape, tiled, mode, padding, align, rng):
     """Maps past one tile copy X channels-last tile by tile (two Transposes), where S has a
-    divisor from 16 to 128; for onnxruntime, cubic sums its taps with one MatMul up to 128
-    channels, else tap by tap."""
+    divisor from 16 to 128; for onnxruntime, cubic sums its taps with one batched MatMul up to
+    128 channels, and linear scales every row by one BatchNormalization and sums its taps with a
+    MatMul by ones; past 128 channels both go tap by tap."""
     from gridsample_lower.spec import GridSampleSpec
 
     spec = GridSampleSpec(2, mode, padding, align)
@@ -112,11 +113,65 @@ def test_channels_last_rows_on_larger_maps(x_shape, tiled, mode, padding, align,
     grid = make_grid(rng, (x_shape[0], 24, 20, 2), far=True)
     lowered = lower(spec_model(spec, x, grid), target="onnxruntime", lower_all=True)
     ops = [n.op_type for n in lowered.graph.node]
-    matmul = mode == "cubic" and x_shape[1] <= 128
-    assert ("MatMul" in ops) == matmul
+    matmul, scaled = (m == mode and x_shape[1] <= 128 for m in ("cubic", "linear"))
+    assert ("MatMul" in ops) == (matmul or scaled)
+    assert ("BatchNormalization" in ops) == scaled
     # grid, X (once or per tile), output; the MatMul's indices and weights
     assert ops.count("Transpose") == 3 + tiled + 2 * matmul
     assert_close(run_ort(lowered, {"X": x, "grid": grid}), oracle(spec, x, grid), mode)
+
+
+@pytest.mark.parametrize("batch", [1, 2, "N"], ids=["batch-1", "batch-2", "symbolic-batch"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32], ids=str)
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("rank", [1, 2])
+def test_linear_rows_scaled_by_batch_normalization(rank, padding, dtype, batch, rng):
+    """For onnxruntime, linear's rows (from SCALED_MIN_CHANNELS channels) are scaled by one
+    BatchNormalization and summed by a MatMul with ones, in the compute type (float64 for int32
+    X near 2**30, which float32 would round); infinite and NaN pixels, and NaN, infinite and far
+    grid values, give what the reference gives. Other targets never use BatchNormalization."""
+    from gridsample_lower.spec import GridSampleSpec
+
+    spec = GridSampleSpec(rank, "linear", padding, 0)
+    shape = (2 if batch == "N" else batch, SCALED_MIN_CHANNELS, *[6, 5][:rank])
+    if dtype == np.int32:
+        x = np.clip(rng.standard_normal(shape) * 2**30, -(2**31), 2**31 - 1).astype(dtype)
+    else:
+        x = rng.standard_normal(shape).astype(dtype)
+        x.reshape(-1)[[0, 7, 40]] = [np.inf, -np.inf, np.nan]
+    grid = make_grid(rng, (shape[0], *[8, 6][:rank], rank), far=True)
+    grid.reshape(-1)[:3] = [np.nan, np.inf, -np.inf]
+    model = gridsample_model(
+        [batch, *shape[1:]], [batch, *grid.shape[1:]], "linear", padding, 0, x_dtype=x.dtype
+    )
+    expected = grid_sample(x, grid.astype(np.float64), "linear", padding, 0)
+    for target in TARGETS:
+        lowered = lower(model, target=target, lower_all=True)
+        ops = {n.op_type for n in lowered.graph.node}
+        assert ("BatchNormalization" in ops) == (target == "onnxruntime"), target
+        if target == "onnxruntime":
+            assert "GatherElements" not in ops
+        y = run_ort(lowered, {"X": x, "grid": grid})
+        assert y.dtype == x.dtype
+        assert_close(y, expected.astype(x.dtype), spec.mode, dtype)
+
+
+@pytest.mark.parametrize("channels", [SCALED_MIN_CHANNELS - 1, SCALED_MIN_CHANNELS])
+def test_rows_scaled_from_scaled_min_channels(channels, rng):
+    """2-D linear for onnxruntime gathers rows from SCALED_MIN_CHANNELS channels (scaled at
+    once), GatherElements below; the per-tap chain of the other targets only from
+    ROWS_MIN_CHANNELS."""
+    from gridsample_lower.spec import GridSampleSpec
+
+    spec = GridSampleSpec(2, "linear", "zeros", 0)
+    x = rng.standard_normal((1, channels, 8, 8)).astype(np.float32)
+    grid = make_grid(rng, (1, 8, 8, 2), far=True)
+    for target in ("onnxruntime", "generic"):
+        lowered = lower(spec_model(spec, x, grid), target=target, lower_all=True)
+        ops = {n.op_type for n in lowered.graph.node}
+        rows = target == "onnxruntime" and channels >= SCALED_MIN_CHANNELS
+        assert ("GatherElements" in ops) != rows, target
+        assert_close(run_ort(lowered, {"X": x, "grid": grid}), oracle(spec, x, grid), "linear")
 
 
 @pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
