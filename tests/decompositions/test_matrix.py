@@ -20,7 +20,7 @@ from conftest import (
 
 from gridsample_lower import lower, supported_specs
 from gridsample_lower.reference import grid_sample
-from gridsample_lower.sampling import ROWS_MIN_CHANNELS, SCALED_MIN_CHANNELS
+from gridsample_lower.sampling import ROWS_MIN_CHANNELS, SCALED_MAX_VALUES, SCALED_MIN_CHANNELS
 from gridsample_lower.targets import TARGETS
 
 
@@ -172,6 +172,23 @@ def test_rows_scaled_from_scaled_min_channels(channels, rng):
         rows = target == "onnxruntime" and channels >= SCALED_MIN_CHANNELS
         assert ("GatherElements" in ops) != rows, target
         assert_close(run_ort(lowered, {"X": x, "grid": grid}), oracle(spec, x, grid), "linear")
+
+
+@pytest.mark.parametrize(("points", "scaled"), [((100, 100), True), ((128, 86), False)])
+def test_rows_scaled_while_the_gather_moves_at_most_2_to_the_21(points, scaled, rng):
+    """Rows are scaled at once while N x C x taps x points stays within SCALED_MAX_VALUES;
+    past it, GatherElements goes channel by channel."""
+    from gridsample_lower.spec import GridSampleSpec
+
+    spec = GridSampleSpec(2, "linear", "border", 0)
+    x = rng.standard_normal((2, SCALED_MIN_CHANNELS, 16, 16)).astype(np.float32)
+    grid = make_grid(rng, (2, *points, 2))
+    assert (2 * SCALED_MIN_CHANNELS * 4 * np.prod(points) <= SCALED_MAX_VALUES) == scaled
+    lowered = lower(spec_model(spec, x, grid), target="onnxruntime", lower_all=True)
+    ops = [n.op_type for n in lowered.graph.node]
+    assert ("BatchNormalization" in ops) == scaled
+    assert ops.count("GatherElements") == (0 if scaled else SCALED_MIN_CHANNELS)
+    assert_close(run_ort(lowered, {"X": x, "grid": grid}), oracle(spec, x, grid), "linear")
 
 
 @pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
