@@ -45,7 +45,9 @@ ROWS_MAX_ELEMENTS = 2**18  # ...while X stays cache-sized (1 MB of float32)
 SCALED_MIN_CHANNELS = 24  # rows scaled all at once (``_scaled_pays``) win from here...
 SCALED_FULL_COPY_CHANNELS = 32  # ...from here even where X has as many values as the taps...
 SCALED_MAX_VALUES = 2**21  # ...while they gather at most this many values, at any size of X
-TILE = 128  # points per tile of the channels-last copy
+TILE = 128  # pixels per tile of the channels-last copy, where a plain Transpose thrashes...
+ALIASED_BYTES = 2048  # ...as it does where a channel's pixels take a multiple of this...
+TILED_MAX_VALUES = 2**20  # ...up to this many values per sample
 MATMUL_MIN_TAPS = 8  # with this many taps (3-D linear, cubic), rows are summed by one MatMul...
 MATMUL_MIN_VALUES = 256  # ...once channels x taps reach this...
 MATMUL_MAX_CHANNELS = 128  # ...up to this many channels
@@ -405,29 +407,26 @@ def _matmul_taps(em, rows, flat, weights, taps, total):
 
 
 def _channels_last(em: Emitter, x: ir.Value, rank: int) -> ir.Value:
-    """X as ``(N*S, C)`` rows: a channels-last copy, made in tiles of ~128 points.
+    """X as ``(N*S, C)`` rows: a channels-last copy, in tiles where one Transpose would thrash.
 
-    onnxruntime's transpose of a wide ``(C, S)`` plane thrashes the cache, while tiles of
-    ``(C, 128)`` do not (64x64 points of 64 channels: 125 vs 190 us, with the tiles' copy).
+    onnxruntime transposes a ``(C, S)`` plane at about a copy's speed, unless each channel's
+    row of S values is a multiple of 2 kB: the reads then fall into the same cache sets (64
+    channels x 4096 pixels: 195 us, 82 in tiles of ``(C, 128)``, which two Transposes copy
+    twice; 64 x 4160: 46 vs 85). Past 2**20 values per sample the tiles lose again (256 x
+    6144: 1.2 vs 1.4 ms).
     """
     spatial, c = em.prod_dims("x", range(2, 2 + rank)), em.x_dim(1)
-    tiled = isinstance(spatial, int) and c  # static and nonzero: the Reshape's -1 is exact
-    tile = _tile(spatial) if tiled else None
-    if tile is None:
+    numeric = x.dtype not in (None, ir.DataType.STRING)  # (strings move as objects)
+    aliased = (
+        numeric and isinstance(spatial, int) and spatial * x.dtype.itemsize % ALIASED_BYTES == 0
+    )
+    if not (aliased and c and c * spatial <= TILED_MAX_VALUES):  # (c: the -1 below is exact)
         return em.Flatten(em.Transpose(x, perm=[0, *range(2, rank + 2), 1]), axis=rank + 1)
     n = em.prod_dims("x", range(0, 1))
-    blocks = em.Transpose(em.reshape(x, [n, c, spatial // tile, tile]), perm=[0, 2, 1, 3])
+    blocks = em.Transpose(em.reshape(x, [n, c, spatial // TILE, TILE]), perm=[0, 2, 1, 3])
     # A Reshape between the two keeps onnxruntime from fusing them back into one transpose.
-    blocks = em.reshape(blocks, [-1, c, tile])
+    blocks = em.reshape(blocks, [-1, c, TILE])
     return em.Flatten(em.Transpose(blocks, perm=[0, 2, 1]), axis=2)
-
-
-def _tile(spatial: int) -> int | None:
-    """The divisor of ``spatial`` nearest TILE from below, if a tile of it is worth a copy."""
-    if spatial <= TILE:
-        return None
-    best = max(d for d in range(1, TILE + 1) if spatial % d == 0)
-    return best if best >= 16 else None
 
 
 def _all_samples_size(em: Emitter, rank: int, dtype: ir.DataType) -> ir.Value:

@@ -94,23 +94,30 @@ def test_channel_by_channel_once_the_gather_moves_2_to_the_21(batch, points, by_
 
 
 @pytest.mark.parametrize(
-    ("x_shape", "tiled"),
-    [((2, 40, 16, 24), True), ((1, 48, 17, 19), True), ((1, 130, 11, 11), False)],
-    ids=["tiles-of-128", "tiles-of-19", "untiled-130-channels"],
+    ("x_shape", "points", "tiled"),
+    [
+        ((2, 40, 16, 32), (24, 20), True),
+        ((1, 48, 17, 19), (24, 20), False),
+        ((1, 128, 128, 128), (64, 64), False),
+    ],
+    ids=["rows-of-2-kB-in-tiles", "plain", "past-2-to-the-20-values"],
 )
 @pytest.mark.parametrize(
     ("mode", "padding", "align"), [("linear", "zeros", 0), ("cubic", "border", 1)]
 )
-def test_channels_last_rows_on_larger_maps(x_shape, tiled, mode, padding, align, rng):
-    """Maps past one tile copy X channels-last tile by tile (two Transposes), where S has a
-    divisor from 16 to 128; for onnxruntime, cubic sums its taps with one batched MatMul up to
-    128 channels, and linear scales every row by one BatchNormalization and sums its taps with a
-    MatMul by ones; past 128 channels both go tap by tap."""
+def test_channels_last_rows_on_larger_maps(x_shape, points, tiled, mode, padding, align, rng):
+    """X is copied channels-last tile by tile (two Transposes) where each channel's pixels
+    take a multiple of 2 kB (16x32 float32, counting zeros padding's ring) and a sample has at
+    most 2**20 values, else by one Transpose; for onnxruntime, cubic sums its taps with one
+    batched MatMul up to 128 channels, and linear scales every row by one BatchNormalization
+    and sums its taps with a MatMul by ones; past 128 channels both go tap by tap."""
     from gridsample_lower.spec import GridSampleSpec
 
+    if padding == "zeros":  # the ring makes 16x32
+        x_shape = (*x_shape[:2], x_shape[2] - 2, x_shape[3] - 2)
     spec = GridSampleSpec(2, mode, padding, align)
     x = rng.standard_normal(x_shape).astype(np.float32)
-    grid = make_grid(rng, (x_shape[0], 24, 20, 2), far=True)
+    grid = make_grid(rng, (x_shape[0], *points, 2), far=True)
     lowered = lower(spec_model(spec, x, grid), target="onnxruntime", lower_all=True)
     ops = [n.op_type for n in lowered.graph.node]
     matmul, scaled = (m == mode and x_shape[1] <= 128 for m in ("cubic", "linear"))
