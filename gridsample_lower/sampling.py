@@ -10,7 +10,7 @@ The gather is chosen by channel count (``bench/run.py`` measures both):
   within-sample indices expanded over C; no transpose of X or Y. Where the target allows
   MatMul (onnxruntime), one channel, up to 16 with 8 taps or more, or any of these once the
   gather moves 2**21 values (N x C x taps x points), are gathered channel by channel instead.
-- many channels: a channels-last copy of X, ``(N*S, C)``, made tile by tile; then one Gather
+- many channels: a channels-last copy of X, ``(N*S, C)`` (``_channels_last``); then one Gather
   per tap, each fetching P contiguous C-vectors, summed with their weights. Where the target
   allows MatMul (onnxruntime), one Gather fetches every tap instead: with 8 taps or more (3-D
   linear, cubic) summed by one batched MatMul; with fewer (1-D, 2-D linear) every row scaled

@@ -44,8 +44,8 @@ def test_every_configuration(spec, dtype, rng):
 @pytest.mark.parametrize("spec", supported_specs(), ids=lambda s: s.label.replace(" ", "-"))
 @pytest.mark.parametrize("target", ["generic", "onnxruntime"])
 def test_every_configuration_many_channels(spec, target, rng):
-    """Many channels gather channels-last rows, summed tap by tap (or, for onnxruntime, with
-    8 taps or more, all at once by a MatMul)."""
+    """Many channels gather channels-last rows, summed tap by tap (or, for onnxruntime, all at
+    once: by a batched MatMul with 8 taps or more, else scaled by a BatchNormalization)."""
     _run_case(spec, rng, np.float32, channels=ROWS_MIN_CHANNELS, far=True, target=target)
 
 
