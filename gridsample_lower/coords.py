@@ -1,19 +1,22 @@
 """Per-axis coordinate arithmetic shared by every mode: unnormalize, fold, and tap indices.
 
 Mirrors onnxruntime's CPU kernel (``GsDenormalize``, ``PixelAtGrid``): the continuous
-coordinate is only unnormalized, and the padding rule is applied to each integer tap. Taps stay
+coordinate is only unnormalized, and the padding rule is applied to each integer tap (zeros
+padding on a ring of zeros: to the first tap, ``ring_base``). Taps stay
 in float, where they are small exact integers (float ops are several times cheaper than int64
 ones in onnxruntime); NaN is replaced at the source, so every tap is clamped into its axis.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import onnx_ir as ir
 
 from gridsample_lower.emitter import Emitter
 from gridsample_lower.spec import GridSampleSpec
 
-__all__ = ["ring_indices", "source_coordinate", "tap_indices"]
+__all__ = ["ring_base", "source_coordinate", "tap_indices"]
 
 # Past these magnitudes every float32 (float64) is an integer: bounding a coordinate there keeps
 # the fraction, so the taps' weights, that onnxruntime gives it.
@@ -64,14 +67,17 @@ def reflection_period(em: Emitter, x_axis: int, spec: GridSampleSpec, ct) -> ir.
     return em.once(("at least 1", period), lambda: em.Max(period, em.const(1.0, ct)))
 
 
-def ring_indices(em: Emitter, taps: ir.Value, axis: int, ct) -> ir.Value:
-    """Zeros padding on X with a ring of one zero around it: tap positions, shifted by 1.
+def ring_base(em: Emitter, floor: ir.Value, axis: int, offsets: Sequence[float], ct) -> ir.Value:
+    """Zeros padding on X with a ring of T zeros on either side (T taps): where the taps start.
 
-    ``taps`` are already shifted; clamped to [0, L+1], every tap outside the axis reads a zero of
-    the ring, so no mask is needed and X's own infinities never meet a zero weight.
+    ``floor`` is clamped to [-1 - max(offsets), L - min(offsets)]: past either end every tap
+    lies outside the axis, so a clamped floor still reads zeros only, now from the ring, and
+    taps ``floor + offset`` need no clamp of their own (one op per point, not one per tap).
+    Shifted by T they index the padded axis. X's own infinities never meet a zero weight.
     """
-    last = em.x_size(range(2 + axis, 3 + axis), ct, lambda n: n + 1)
-    return em.clip(taps, em.const(0.0, ct), last)
+    low = em.const(-1.0 - max(offsets), ct)
+    high = em.x_size(range(2 + axis, 3 + axis), ct, lambda n: n - min(offsets))
+    return em.clip(floor, low, high)
 
 
 def tap_indices(

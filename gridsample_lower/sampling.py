@@ -22,7 +22,8 @@ and below 2**31, else int64; the rows path adds its batch offsets last, in int64
 batch is symbolic or N*S reaches 2**31. Integer Mul/Add on the per-axis values beat float
 arithmetic plus one cast of every tap, and stay exact where float32 would not (past 2**24).
 Nearest with zeros padding (one tap) combines its axes in float where that is exact, so that
-one Where masks the flat index (``_flat_index``).
+one Where masks the flat index; so does zeros padding on a ring, whose taps need no clamp of
+their own: one index per point, the taps' flat offsets added last (``_flat_index``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import onnx_ir as ir
 
-from gridsample_lower.coords import ring_indices, source_coordinate, tap_indices
+from gridsample_lower.coords import ring_base, source_coordinate, tap_indices
 from gridsample_lower.emitter import Emitter
 from gridsample_lower.spec import GridSampleSpec, UnsupportedGridSample, compute_dtype
 
@@ -113,6 +114,7 @@ def gather_and_combine(
     inside: ir.Value | None = None,
     taps: int = 1,
     rows: bool | None = None,
+    offsets: Sequence[float] | None = None,
 ) -> ir.Value:
     """``(N, C, O1..Or)``: X at the per-axis (float, exact) ``indices``, combined with ``weights``.
 
@@ -121,6 +123,7 @@ def gather_and_combine(
     zero: those points read a zero appended to X (``_zero_slot_pays``, and wherever onnxruntime's
     Where lacks X's type: int16, uint16, uint64, bool, bfloat16), else are masked once gathered.
     ``rows`` is the gather path where the caller chose it (from X's sizes, before padding X).
+    ``offsets``: the indices are one per point, its taps at these offsets on every axis.
     """
     r, ct = spec.rank, compute_dtype(spec)
     many = _gathers_rows(em, r, taps) if rows is None else rows
@@ -139,7 +142,8 @@ def gather_and_combine(
     # Masked points read a zero appended to X, or are masked once gathered (``_zero_slot_pays``).
     slot = inside is not None and (not _where_takes(x.dtype) or _zero_slot_pays(em, r, many))
     to_slot = slot and not many  # the rows path sends them past every sample, later
-    flat = _flat_index(em, spec, indices, inside, within, to_slot, _float_exact(sample, ct))
+    exact = _float_exact(sample, ct)
+    flat = _flat_index(em, spec, indices, inside, within, to_slot, exact, offsets)
     if many:
         return _gather_rows(em, x, spec, flat, weights, inside, taps, (within, int_type), slot)
     return _gather_elements(em, x, spec, flat, weights, inside, taps, slot)
@@ -163,16 +167,19 @@ def _zero_slot_pays(em: Emitter, rank: int, many: bool) -> bool:
     return not many and static and spatial <= SLOT_MAX_RATIO * points
 
 
-def _flat_index(em, spec, indices, inside, within, to_slot, in_float):
+def _flat_index(em, spec, indices, inside, within, to_slot, in_float, offsets=None):
     """The within-sample flat index ``(N, T.., O..)`` of the per-axis (float, exact) indices.
 
     Where ``inside`` is False it is S, the zero slot past the sample (``to_slot``), else 0.
     ``in_float`` (the flat index is an exact float): the axes are combined in float and one
     Where sends masked points, NaN ones included, there; else each axis' NaN is replaced before
-    its cast, and the axes are combined in integers.
+    its cast, and the axes are combined in integers. With ``offsets`` (the taps' positions
+    relative to each axis' index) the indices are one per point, combined before the taps are:
+    those are added last, as one ``(1, T.., 1..)`` table of flat offsets.
     """
     r, ct = spec.rank, compute_dtype(spec)
-    in_float = inside is not None and in_float  # unmasked taps are clamped: integers are cheaper
+    per_point = offsets is not None and in_float  # one cast per point: fewer ops than per axis
+    in_float = (inside is not None or per_point) and in_float  # clamped taps: integers cheaper
     dtype = ct if in_float else within
     flat = None
     for axis, index in enumerate(indices):
@@ -183,10 +190,29 @@ def _flat_index(em, spec, indices, inside, within, to_slot, in_float):
         if axis < r - 1:
             index = em.Mul(index, em.x_size(range(3 + axis, 2 + r), dtype))
         flat = index if flat is None else em.Add(flat, index)
-    if in_float or (inside is not None and to_slot):
+    if inside is not None and (in_float or to_slot):
         fill = em.x_size(range(2, 2 + r), dtype) if to_slot else em.const(0.0, dtype)
         flat = em.Where(inside, flat, fill)
-    return em.Cast(flat, to=within) if in_float else flat
+    flat = em.Cast(flat, to=within) if in_float else flat
+    return flat if offsets is None else em.Add(flat, _tap_table(em, r, offsets, within))
+
+
+def _tap_table(em: Emitter, rank: int, offsets, dtype: ir.DataType) -> ir.Value:
+    """``(1, T.., 1..)``: the flat offset of every tap combination, one constant when static."""
+    strides = [em.prod_dims("x", range(3 + axis, 2 + rank)) for axis in range(rank)]
+    shaped = [
+        np.reshape(offsets, [1] * (1 + a) + [len(offsets)] + [1] * (2 * rank - 1 - a))
+        for a in range(rank)
+    ]
+    if all(isinstance(s, int) for s in strides):
+        return em.const(sum(o * s for o, s in zip(shaped, strides, strict=True)), dtype)
+    table = None
+    for axis, o in enumerate(shaped):
+        part = em.const(o, dtype)
+        if axis < rank - 1:
+            part = em.Mul(part, em.x_size(range(3 + axis, 2 + rank), dtype))
+        table = part if table is None else em.Add(table, part)
+    return table
 
 
 def _gathers_rows(em: Emitter, rank: int, taps: int) -> bool:
@@ -510,34 +536,35 @@ def _zeros(em: Emitter, dtype: ir.DataType, shape: list[int | ir.Value]) -> ir.V
 def interpolate(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, kernel: Kernel):
     """Separable interpolation (linear, cubic): weighted sum of the kernel's taps on every axis.
 
-    A NaN or infinite grid coordinate gives NaN (0 for integer X), like the reference kernel;
-    the taps themselves always stay in range. Zeros padding reads its outside taps from a ring
-    of zeros around X (``_zero_ring``), or masks their weights where X cannot be infinite.
+    A NaN or infinite grid coordinate gives NaN (0 for integer X), like the reference kernel:
+    its weights are NaN, while its taps stay in range. Zeros padding reads its outside taps from
+    a ring of zeros around X (``_zero_ring``), or masks their weights where X cannot be infinite.
     """
     r, ct = spec.rank, compute_dtype(spec)
     ring = spec.padding_mode == "zeros" and spec.x_dtype in _RING_TYPES
+    width = len(kernel.offsets)  # the ring's zeros on either side of every axis
     indices, weights = [], None
     for axis, g in enumerate(grid_coordinates(em, grid, spec)):
-        coord = source_coordinate(em, g, axis, spec, ct)
+        coord = source_coordinate(em, g, axis, spec, ct)  # finite, NaN and infinities too
         floor, per_tap = em.Floor(coord), TapConstants(em, axis, r, ct)
-        shift = 1.0 if ring else 0.0  # the ring's zero before every axis
-        positions = em.Add(floor, per_tap([o + shift for o in kernel.offsets]))
-        w = kernel.weights(em, coord, floor, per_tap)
+        w = kernel.weights(em, em.Add(coord, em.Sub(g, g)), floor, per_tap)  # g - g: 0 or NaN
         if ring:
-            index = ring_indices(em, positions, axis, ct)
+            index = ring_base(em, floor, axis, kernel.offsets, ct)
         else:
+            positions = em.Add(floor, per_tap(kernel.offsets))
             index, inside = tap_indices(em, positions, axis, spec, ct)
             if inside is not None:  # w is finite: a multiply is exact, and 5x cheaper than Where
                 w = em.Mul(w, em.Cast(inside, to=ct))
-        w = em.Add(w, em.Sub(g, g))  # 0, or NaN where g is NaN or infinite: the result is NaN
         indices.append(index)
         weights = w if weights is None else em.Mul(weights, w)
     taps = len(kernel.offsets) ** r
     rows = _gathers_rows(em, r, taps)  # judged by X's own sizes, which the measurements used
+    offsets = None
     if ring:
-        x = _zero_ring(em, x, spec)
+        x = _zero_ring(em, x, spec, width)
         em = em.with_x(x)
-    y = gather_and_combine(em, x, spec, indices, weights, taps=taps, rows=rows)
+        offsets = [o + width for o in kernel.offsets]  # ring_base's taps in the padded X
+    y = gather_and_combine(em, x, spec, indices, weights, taps=taps, rows=rows, offsets=offsets)
     return _cast_result(em, y, spec, ct)
 
 
@@ -546,17 +573,18 @@ def interpolate(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, 
 _RING_TYPES = frozenset({ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16})
 
 
-def _zero_ring(em: Emitter, x: ir.Value, spec: GridSampleSpec) -> ir.Value:
-    """X with one zero on either side of every spatial axis: where zeros padding taps read 0.
+def _zero_ring(em: Emitter, x: ir.Value, spec: GridSampleSpec, width: int) -> ir.Value:
+    """X with ``width`` zeros on either side of every spatial axis: where zeros padding taps read 0.
 
     Masking the weights instead would give inf * 0 = NaN where an outside tap is clamped onto an
     infinite pixel; the reference reads 0 there. With few channels the copy costs less than the
     masks did; with many, or an X much larger than the output, 5-35% more (README, Performance).
     """
     r = spec.rank
-    padded = em.Pad(x, em.const([0, 0, *[1] * r, 0, 0, *[1] * r], INT64))
+    padded = em.Pad(x, em.const([0, 0, *[width] * r, 0, 0, *[width] * r], INT64))
     dims = [em.x_dim(a) for a in range(2 + r)]
-    padded.shape = ir.Shape([*dims[:2], *(d + 2 if d is not None else None for d in dims[2:])])
+    grown = [d + 2 * width if d is not None else None for d in dims[2:]]
+    padded.shape = ir.Shape([*dims[:2], *grown])
     padded.dtype = spec.x_dtype
     return padded
 

@@ -86,18 +86,21 @@ def _index_types(model: onnx.ModelProto) -> list[tuple[int, int | None]]:
     [
         (4095, 4096),  # 2**24 - 4096 elements
         (4096, 4096),  # nearest's zero slot is 2**24: still int32, no float
-        (46338, 46338),  # 2**31 - 273388; in its ring of zeros, 46340**2 = 2**31 - 88048
-        (46340, 46340),  # in its ring, 2**31 + 97316
+        (46332, 46332),  # in cubic's ring of zeros (4 either side), 46340**2 = 2**31 - 88048
+        (46336, 46336),  # in linear's ring (2 either side) 46340**2; in cubic's, 2**31 + 97316
+        (46338, 46338),  # 2**31 - 273388; in linear's ring, 2**31 + 97316
         (46341, 46341),  # 2**31 + 4633
         (65536, 65536, 2),  # 2**33, 3-D
     ],
 )
 def test_index_types_at_the_thresholds(mode, side):
-    """Each axis' taps are cast to the index type before any arithmetic; int64 once what is
-    gathered reaches 2**31 elements: X, or for linear and cubic X in its ring of zeros."""
+    """Each axis' index is cast to the index type before any arithmetic; int64 once what is
+    gathered reaches 2**31 elements: X, or for linear and cubic X in its ring of zeros (as
+    many either side as the kernel has taps: 2, 4)."""
     rank = len(side)
     model = gridsample_model([1, 1, *side], [1, *[2] * rank, rank], mode, "zeros", 0)
-    gathered = math.prod(side) if mode == "nearest" else math.prod(s + 2 for s in side)
+    ring = {"nearest": 0, "linear": 2, "cubic": 4}[mode]
+    gathered = math.prod(s + 2 * ring for s in side)
     index_type = TensorProto.INT32 if gathered < 2**31 else TensorProto.INT64
     kinds = _index_types(lower(model))
     assert kinds and set(kinds) == {(index_type, None)}, kinds
