@@ -2,9 +2,9 @@
 
 Mirrors onnxruntime's CPU kernel (``GsDenormalize``, ``PixelAtGrid``): the continuous
 coordinate is only unnormalized, and the padding rule is applied to each integer tap (zeros
-padding on a ring of zeros: to the first tap, ``ring_base``). Taps stay
-in float, where they are small exact integers (float ops are several times cheaper than int64
-ones in onnxruntime); NaN is replaced at the source, so every tap is clamped into its axis.
+padding on a wide ring of zeros: to each point's first tap, ``ring_base``). Taps stay in float,
+where they are small exact integers (float ops are several times cheaper than int64 ones in
+onnxruntime); NaN is replaced at the source, so every tap is clamped into its axis.
 """
 
 from __future__ import annotations

@@ -178,8 +178,8 @@ def _flat_index(em, spec, indices, inside, within, to_slot, in_float, offsets=No
     those are added last, as one ``(1, T.., 1..)`` table of flat offsets.
     """
     r, ct = spec.rank, compute_dtype(spec)
-    per_point = offsets is not None and in_float  # one cast per point: fewer ops than per axis
-    in_float = (inside is not None or per_point) and in_float  # clamped taps: integers cheaper
+    cast_once = offsets is not None  # one index per point: one cast beats one per axis
+    in_float = (inside is not None or cast_once) and in_float  # else integers are cheaper
     dtype = ct if in_float else within
     flat = None
     for axis, index in enumerate(indices):
