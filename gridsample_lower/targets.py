@@ -84,15 +84,17 @@ def native_cubic_channels(points: int | None, dtype: ir.DataType, padding: str) 
     - float64, whose Mul and MatMul onnxruntime runs slowly: past 2**15 points the kernel wins
       (224x224: 1.0-1.5 with 2-12 channels, though 0.83-0.93 with 6-12 in a quieter hour;
       480x640: 1.35-2.8); up to 2**15 the lowering wins from 3 channels (0.60-0.89). With
-      reflection it wins from 2 channels up to 2**16 points (0.65-0.69; 224x224: 0.84-1.05,
-      six channels 0.56-0.73).
+      reflection it wins from 2 channels at any size (up to 2**16 points 0.64-0.77; 480x640
+      with 2, 3 and 6 channels 0.82, 0.69 and 0.56-0.73), and the kernel with one (1.14-1.22).
     Unknown sizes keep one float32 channel and every float64 one. Near these bounds the
     ratios move by 10-20% with the machine's load (bench/results/target_choices*.md).
     """
     if dtype == ir.DataType.DOUBLE:
-        if points is None or points > 2 ** (16 if padding == "reflection" else 15):
+        if points is None:
             return math.inf
-        return 1 if padding == "reflection" else 2
+        if padding == "reflection":
+            return 1
+        return math.inf if points > 2**15 else 2
     if padding == "reflection":
         return 0
     if points is None:

@@ -144,10 +144,12 @@ def test_onnxruntime_keeps_2d_cubic_by_points_and_channels(points, channels, kep
         ((128, 256), "border", 2, True),  # up to 2**15 points, up to 2 channels...
         ((128, 256), "border", 3, False),
         ((128, 257), "zeros", 64, True),  # ...and past 2**15, any...
-        ((256, 256), "reflection", 1, True),  # ...but with reflection one up to 2**16...
+        ((256, 256), "reflection", 1, True),  # ...but with reflection one, at any size
         ((256, 256), "reflection", 2, False),
-        ((256, 257), "reflection", 64, True),  # ...and any past it
+        ((480, 640), "reflection", 1, True),
+        ((480, 640), "reflection", 2, False),
         (("h", "w"), "zeros", 64, True),
+        (("h", "w"), "reflection", 64, True),
     ],
 )
 def test_onnxruntime_keeps_float64_cubic_on_large_maps(points, padding, channels, kept):
