@@ -181,15 +181,11 @@ def _flat_index(em, spec, indices, inside, within, to_slot, in_float, offsets=No
     cast_once = offsets is not None  # one index per point: one cast beats one per axis
     in_float = (inside is not None or cast_once) and in_float  # else integers are cheaper
     dtype = ct if in_float else within
-    flat = None
-    for axis, index in enumerate(indices):
-        if not in_float:
-            if inside is not None:  # a NaN coordinate's tap is NaN: an index only once masked
-                index = em.Where(inside, index, em.const(0.0, ct))
-            index = em.Cast(index, to=within)
-        if axis < r - 1:
-            index = em.Mul(index, em.x_size(range(3 + axis, 2 + r), dtype))
-        flat = index if flat is None else em.Add(flat, index)
+    if not in_float:
+        if inside is not None:  # a NaN coordinate's tap is NaN: an index only once masked
+            indices = [em.Where(inside, index, em.const(0.0, ct)) for index in indices]
+        indices = [em.Cast(index, to=within) for index in indices]
+    flat = _strided_sum(em, indices, r, dtype)
     if inside is not None and (in_float or to_slot):
         fill = em.x_size(range(2, 2 + r), dtype) if to_slot else em.const(0.0, dtype)
         flat = em.Where(inside, flat, fill)
@@ -206,13 +202,17 @@ def _tap_table(em: Emitter, rank: int, offsets, dtype: ir.DataType) -> ir.Value:
     ]
     if all(isinstance(s, int) for s in strides):
         return em.const(sum(o * s for o, s in zip(shaped, strides, strict=True)), dtype)
-    table = None
-    for axis, o in enumerate(shaped):
-        part = em.const(o, dtype)
+    return _strided_sum(em, [em.const(o, dtype) for o in shaped], rank, dtype)
+
+
+def _strided_sum(em: Emitter, values: Sequence[ir.Value], rank: int, dtype: ir.DataType):
+    """``sum(values[a] * stride of X's spatial axis a)``: per-axis positions to flat ones."""
+    total = None
+    for axis, value in enumerate(values):
         if axis < rank - 1:
-            part = em.Mul(part, em.x_size(range(3 + axis, 2 + rank), dtype))
-        table = part if table is None else em.Add(table, part)
-    return table
+            value = em.Mul(value, em.x_size(range(3 + axis, 2 + rank), dtype))
+        total = value if total is None else em.Add(total, value)
+    return total
 
 
 def _gathers_rows(em: Emitter, rank: int, taps: int) -> bool:
