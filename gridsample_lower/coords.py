@@ -4,7 +4,8 @@ Mirrors onnxruntime's CPU kernel (``GsDenormalize``, ``PixelAtGrid``): the conti
 coordinate is only unnormalized, and the padding rule is applied to each integer tap (zeros
 padding on a wide ring of zeros: to each point's first tap, ``ring_base``). Taps stay in float,
 where they are small exact integers (float ops are several times cheaper than int64 ones in
-onnxruntime); NaN is replaced at the source, so every tap is clamped into its axis.
+onnxruntime). A NaN coordinate stays NaN where the result does not depend on its taps
+(``passes_nan``): they are put in range once they are integers (``sampling._flat_index``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import onnx_ir as ir
 from gridsample_lower.emitter import Emitter
 from gridsample_lower.spec import GridSampleSpec
 
-__all__ = ["ring_base", "ring_indices", "source_coordinate", "tap_indices"]
+__all__ = ["passes_nan", "ring_base", "ring_indices", "source_coordinate", "tap_indices"]
 
 # Past these magnitudes every float32 (float64) is an integer: bounding a coordinate there keeps
 # the fraction, so the taps' weights, that onnxruntime gives it.
@@ -31,9 +32,9 @@ def source_coordinate(em: Emitter, g: ir.Value, axis: int, spec: GridSampleSpec,
     Zeros and border: clip to +-2**23 (float64: 2**52), past which every value is a whole number,
     so the fraction and the weights stay onnxruntime's (an edge pixel's infinity, clamped to with
     both weights nonzero, stays infinite). Reflection: subtract a whole number of reflection
-    periods (``fmod``, exact), which keeps the fraction and the tap parities. Either way a NaN
-    (or infinite) coordinate becomes a finite one (-2**23, or 0 for reflection), so everything
-    after it is finite and exact.
+    periods (``fmod``, exact), which keeps the fraction and the tap parities. An infinite
+    coordinate becomes a finite one (+-2**23, or 0 for reflection). So does NaN, where its
+    taps decide the result (-2**23: nearest); linear and cubic keep it (``passes_nan``).
     """
     x_axis = 2 + axis
     one = em.const(1.0, ct)
@@ -52,7 +53,20 @@ def source_coordinate(em: Emitter, g: ir.Value, axis: int, spec: GridSampleSpec,
     if spec.mode == "nearest" and spec.padding_mode == "zeros":
         return x  # its only tap is masked (NaN and far values included) before it is an index
     high, low = em.const(_WHOLE[ct], ct), em.const(-_WHOLE[ct], ct)
+    if spec.mode != "nearest":  # a NaN's weights are NaN: its taps are clipped once integers
+        return em.clip(x, low, high)
     return em.Where(em.GreaterOrEqual(x, low), em.Min(x, high), low)  # NaN >= low is False
+
+
+def passes_nan(spec: GridSampleSpec) -> bool:
+    """Whether ``source_coordinate`` lets a NaN coordinate through, so that its taps are NaN.
+
+    Linear and cubic weights turn NaN on their own; nearest with zeros padding masks the point.
+    Nearest's other paddings read a defined pixel, and reflection folds NaN to 0 (SEMANTICS.md).
+    """
+    return spec.padding_mode != "reflection" and (
+        spec.mode != "nearest" or spec.padding_mode == "zeros"
+    )
 
 
 def reflection_period(em: Emitter, x_axis: int, spec: GridSampleSpec, ct) -> ir.Value:

@@ -21,9 +21,11 @@ the flat index is combined in integers: int32 within a sample while the spatial 
 and below 2**31, else int64; the rows path adds its batch offsets last, in int64 only when the
 batch is symbolic or N*S reaches 2**31. Integer Mul/Add on the per-axis values beat float
 arithmetic plus one cast of every tap, and stay exact where float32 would not (past 2**24).
-Nearest with zeros padding (one tap) combines its axes in float where that is exact, so that
-one Where masks the flat index; so does zeros padding on a ring, whose taps need no clamp of
-their own: one index per point, the taps' flat offsets added last (``_flat_index``).
+Nearest with zeros padding (one tap) combines its axes in float where that is exact, and casts
+once; so does zeros padding on a ring, whose taps need no clamp of their own: one index per
+point, the taps' flat offsets added last (``_flat_index``). A NaN coordinate reaches the cast
+(``passes_nan``); whatever integer it becomes, integer Clip, Mul or Max/Min put it in range:
+onnxruntime's Where, the other way, costs as much as 15 Muls.
 """
 
 from __future__ import annotations
@@ -34,7 +36,13 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import onnx_ir as ir
 
-from gridsample_lower.coords import ring_base, ring_indices, source_coordinate, tap_indices
+from gridsample_lower.coords import (
+    passes_nan,
+    ring_base,
+    ring_indices,
+    source_coordinate,
+    tap_indices,
+)
 from gridsample_lower.emitter import Emitter
 from gridsample_lower.spec import GridSampleSpec, UnsupportedGridSample, compute_dtype
 
@@ -171,37 +179,71 @@ def _flat_index(em, spec, indices, inside, within, to_slot, in_float, offsets=No
     """The within-sample flat index ``(N, T.., O..)`` of the per-axis (float, exact) indices.
 
     Where ``inside`` is False it is S, the zero slot past the sample (``to_slot``), else 0.
-    ``in_float`` (the flat index is an exact float): the axes are combined in float and one
-    Where sends masked points, NaN ones included, there; else each axis' NaN is replaced before
-    its cast, and the axes are combined in integers. With ``offsets`` (the taps' positions
-    relative to each axis' index) the indices are one per point, combined before the taps are:
-    those are added last, as one ``(1, T.., 1..)`` table of flat offsets.
+    ``in_float`` (the flat index is an exact float): the axes are combined in float and cast
+    once; else each axis is cast, and the axes are combined in integers. With ``offsets`` (the
+    taps' positions relative to each axis' index) the indices are one per point, combined
+    before the taps are: those are added last, as one ``(1, T.., 1..)`` table of flat offsets.
+    An index may be NaN (``passes_nan``): once an integer (any integer: casting NaN is
+    undefined) it is clamped into range, or masked by ``inside``, False for NaN points.
     """
     r, ct = spec.rank, compute_dtype(spec)
     cast_once = offsets is not None  # one index per point: one cast beats one per axis
     in_float = (inside is not None or cast_once) and in_float  # else integers are cheaper
-    dtype = ct if in_float else within
-    if not in_float:
-        if inside is not None:  # a NaN coordinate's tap is NaN: an index only once masked
-            indices = [em.Where(inside, index, em.const(0.0, ct)) for index in indices]
+    taps = (0.0,) if offsets is None else offsets
+    kept = None if inside is None else em.Cast(inside, to=within)  # 1 inside, else 0
+    fill = em.x_size(range(2, 2 + r), within) if to_slot else None
+    if in_float:
+        flat = em.Cast(_strided_sum(em, indices, r, ct), to=within)
+        if kept is not None:
+            flat = _where_inside(em, kept, flat, fill)
+        elif passes_nan(spec):
+            table = _tap_table(em, r, taps, within, as_array=True)
+            low, high = -table.min(), em.prod_dims("x", range(2, 2 + r)) - 1 - table.max()
+            flat = em.clip(flat, em.const(low, within), em.const(high, within))
+    else:
         indices = [em.Cast(index, to=within) for index in indices]
-    flat = _strided_sum(em, indices, r, dtype)
-    if inside is not None and (in_float or to_slot):
-        fill = em.x_size(range(2, 2 + r), dtype) if to_slot else em.const(0.0, dtype)
-        flat = em.Where(inside, flat, fill)
-    flat = em.Cast(flat, to=within) if in_float else flat
+        if kept is not None:  # outside points' indices (NaN ones too) become 0
+            indices = [em.Mul(index, kept) for index in indices]
+        elif passes_nan(spec):
+            indices = [_in_axis(em, index, a, taps, within) for a, index in enumerate(indices)]
+        flat = _strided_sum(em, indices, r, within)
+        if fill is not None:
+            flat = _where_inside(em, kept, flat, fill)
     return flat if offsets is None else em.Add(flat, _tap_table(em, r, offsets, within))
 
 
-def _tap_table(em: Emitter, rank: int, offsets, dtype: ir.DataType) -> ir.Value:
-    """``(1, T.., 1..)``: the flat offset of every tap combination, one constant when static."""
+def _in_axis(em: Emitter, index: ir.Value, axis: int, taps, dtype) -> ir.Value:
+    """An axis' integer index clamped so that every tap ``index + taps`` lies in the axis."""
+    low = em.const(-min(taps), dtype)
+    high = em.x_size(range(2 + axis, 3 + axis), dtype, lambda n: n - 1 - max(taps))
+    return em.clip(index, low, high)
+
+
+def _where_inside(em, kept, flat, fill) -> ir.Value:
+    """``flat`` where ``kept`` (1, else 0) is 1, else ``fill`` (None: 0): arithmetic, not Where.
+
+    Outside points' ``flat`` may be any integer (a NaN cast): times 0, or below the Max with
+    ``fill`` (which is past every index) and then clamped to it.
+    """
+    if fill is None:
+        return em.Mul(flat, kept)
+    outside = em.Sub(fill, em.Mul(kept, fill))  # fill, or 0 inside
+    return em.Min(em.Max(flat, outside), fill)
+
+
+def _tap_table(em: Emitter, rank: int, offsets, dtype: ir.DataType, as_array: bool = False):
+    """``(1, T.., 1..)``: the flat offset of every tap combination, one constant when static.
+
+    ``as_array``: the numpy table itself (static sizes only).
+    """
     strides = [em.prod_dims("x", range(3 + axis, 2 + rank)) for axis in range(rank)]
     shaped = [
         np.reshape(offsets, [1] * (1 + a) + [len(offsets)] + [1] * (2 * rank - 1 - a))
         for a in range(rank)
     ]
     if all(isinstance(s, int) for s in strides):
-        return em.const(sum(o * s for o, s in zip(shaped, strides, strict=True)), dtype)
+        table = sum(o * s for o, s in zip(shaped, strides, strict=True))
+        return table if as_array else em.const(table, dtype)
     return _strided_sum(em, [em.const(o, dtype) for o in shaped], rank, dtype)
 
 
@@ -347,7 +389,8 @@ def _gather_rows(em, x, spec, flat, weights, inside, taps, index_types, slot):
     mask_values = inside is not None and not slot
     if slot:
         past_end = _all_samples_size(em, r, int_type)
-        flat = em.Where(em.reshape(inside, [n, 1, total]), flat, past_end)
+        kept = em.Cast(em.reshape(inside, [n, 1, total]), to=int_type)
+        flat = _where_inside(em, kept, flat, past_end)
         rows = em.Concat(rows, _zeros(em, x.dtype, [1, c]), axis=0)
     y_dtype = x.dtype if weights is None else compute_dtype(spec)
     if y_dtype != x.dtype:  # cast once here, usually fewer rows than the taps gathered

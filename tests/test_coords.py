@@ -7,9 +7,13 @@ import itertools
 import numpy as np
 import pytest
 from conftest import assert_close, gridsample_model, make_grid, oracle, run_ort, spec_model
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+from onnx.reference.op_run import OpRun
 
 from gridsample_lower import lower, supported_specs
 from gridsample_lower.reference import grid_sample
+from gridsample_lower.sampling import ROWS_MIN_CHANNELS
 from gridsample_lower.spec import ALIGN_CORNERS, MODES, PADDING_MODES, GridSampleSpec
 
 PADDINGS = list(PADDING_MODES)
@@ -102,5 +106,93 @@ def test_nan_and_inf_in_grid(spec, dtype, rng):
     grid = make_grid(rng, (2, *[3, 2, 2][:r], r))
     grid.reshape(-1)[:5] = [np.nan, np.inf, -np.inf, np.nan, 1e4]
     actual = run_ort(lower(spec_model(spec, x, grid)), {"X": x, "grid": grid})
+    expected = grid_sample(x, grid, spec.mode, spec.padding_mode, spec.align_corners)
+    assert_close(actual, expected, spec.mode)
+
+
+class _AnyIntegerCast(OpRun):
+    """ONNX Cast, except that a NaN, infinite or out-of-range float cast to an integer type
+    becomes an arbitrary integer (the spec leaves it undefined; runtimes differ)."""
+
+    op_domain = ""
+
+    def _run(self, x, to=None, saturate=None, round_mode=None):
+        y = np.asarray(x).astype(helper.tensor_dtype_to_np_dtype(to))  # (NaN: undefined)
+        if np.issubdtype(y.dtype, np.integer) and np.issubdtype(np.asarray(x).dtype, np.floating):
+            info = np.iinfo(y.dtype)
+            with np.errstate(invalid="ignore"):
+                undefined = ~((x >= info.min) & (x <= info.max))
+            extremes = np.array([info.min, info.max, -1, 7 * 10**8 % info.max], dtype=y.dtype)
+            y[undefined] = extremes[np.arange(undefined.sum()) % len(extremes)]
+        return (y,)
+
+
+_AnyIntegerCast.__name__ = "Cast"
+
+
+class _InRangeGatherElements(OpRun):
+    """ONNX GatherElements that fails on any index outside [0, size) (the ONNX reference's own
+    takes at most 64 values along the axis)."""
+
+    op_domain = ""
+
+    def _run(self, data, indices, axis=None):
+        axis = (axis or 0) % data.ndim
+        size = data.shape[axis]
+        assert ((indices >= 0) & (indices < size)).all(), f"an index outside [0, {size})"
+        window = tuple(
+            slice(0, n) if a != axis else slice(None) for a, n in enumerate(indices.shape)
+        )
+        return (np.take_along_axis(data[window], indices.astype(np.int64), axis=axis),)
+
+
+_InRangeGatherElements.__name__ = "GatherElements"
+
+
+class _InRangeGather(OpRun):
+    """ONNX Gather that fails on any index outside [0, size) (numpy's take wraps negatives)."""
+
+    op_domain = ""
+
+    def _run(self, data, indices, axis=None):
+        axis = (axis or 0) % data.ndim
+        size = data.shape[axis]
+        assert ((indices >= 0) & (indices < size)).all(), f"an index outside [0, {size})"
+        return (np.take(data, indices.astype(np.int64), axis=axis),)
+
+
+_InRangeGather.__name__ = "Gather"
+
+
+@pytest.mark.parametrize("spec", supported_specs(), ids=lambda s: s.label.replace(" ", "-"))
+@pytest.mark.parametrize(
+    ("symbolic", "channels"),
+    [(False, 2), (False, ROWS_MIN_CHANNELS), (True, 2)],
+    ids=["static", "static-rows", "symbolic"],
+)
+def test_a_nan_index_stays_in_range_whatever_integer_it_casts_to(spec, symbolic, channels, rng):
+    """A NaN coordinate's taps are cast to integers undefined by the spec (x86 makes INT_MIN, ARM
+    0, others anything): every such integer must still index inside X. The ONNX reference
+    evaluator runs the lowered graph with a Cast that makes them the extremes of the type."""
+    r = spec.rank
+    x = rng.standard_normal((2, channels, *[4, 3, 5][:r])).astype(np.float32)
+    grid = make_grid(rng, (2, *[3, 2, 2][:r], r))
+    grid.reshape(-1)[:5] = [np.nan, np.inf, -np.inf, np.nan, 1e4]
+    model = spec_model(spec, x, grid)
+    if symbolic:
+        model = gridsample_model(
+            ["N", 2, *[f"d{i}" for i in range(r)]],
+            ["N", *[f"o{i}" for i in range(r)], r],
+            spec.mode,
+            spec.padding_mode,
+            spec.align_corners,
+        )
+    lowered = lower(model, lower_all=True)
+    feeds = {"X": x, "grid": grid}
+    evaluator = ReferenceEvaluator(
+        lowered, new_ops=[_AnyIntegerCast, _InRangeGatherElements, _InRangeGather]
+    )
+    with np.errstate(invalid="ignore"):  # NaN in, NaN through
+        actual = evaluator.run(None, feeds)[0]
     expected = grid_sample(x, grid, spec.mode, spec.padding_mode, spec.align_corners)
     assert_close(actual, expected, spec.mode)
