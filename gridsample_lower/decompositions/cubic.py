@@ -2,9 +2,11 @@
 
 Keys' cubic convolution with A = -0.75, as onnxruntime's ``GsGetCubicCoeffs`` computes it from
 t = x - floor(x): the inner taps, at distances t and 1 - t, weigh ``((A+2)d - (A+3))d^2 + 1``;
-the outer ones, at t + 1 and 2 - t, ``((Ad - 5A)d + 8A)d - 4A``. Each weight is computed on the
-per-point tensor and the four are concatenated along the axis' tap axis: half the elementwise
-work of evaluating both polynomials at every tap.
+the outer ones, at t + 1 and 2 - t, ``((Ad - 5A)d + 8A)d - 4A``. Both are one Horner scheme
+``((a d + b) d + c) d + e`` with coefficients per tap (c = 0 for the inner ones, an exact
+no-op), run once over all four taps: 8 ops on ``(.., 4, ..)`` tensors, not 26 on single taps
+and a Concat. The float operations are the same, so are the results, bit for bit; the time is
+too (2-D, 3 channels at 224x224: 0-2% faster), but the graph is 36 nodes smaller.
 """
 
 from __future__ import annotations
@@ -17,28 +19,17 @@ from gridsample_lower.sampling import Kernel, interpolate
 from gridsample_lower.spec import GridSampleSpec
 
 A = -0.75
+# Per tap (offsets -1, 0, 1, 2): the distance d = sign * t + shift, then Horner's coefficients.
+SIGN, SHIFT = [1.0, 1.0, -1.0, -1.0], [1.0, 0.0, 1.0, 2.0]
+INNER = [A + 2, -(A + 3), 0.0, 1.0]  # ((A+2)d - (A+3)) d^2 + 1
+OUTER = [A, -5 * A, 8 * A, -4 * A]  # ((A d - 5A) d + 8A) d - 4A
+COEFFICIENTS = list(zip(OUTER, INNER, INNER, OUTER, strict=True))  # a, b, c, e: one per tap
 
 
 def _weights(em: Emitter, x: ir.Value, x1: ir.Value, per_tap) -> ir.Value:
-    t = em.Sub(x, x1)
-    one, two = per_tap([1.0]), per_tap([2.0])
-
-    def horner(d: ir.Value, coefficients: list[float]) -> ir.Value:
-        acc = em.Mul(d, per_tap([coefficients[0]]))
-        for c in coefficients[1:]:
-            acc = em.Add(acc, per_tap([c])) if c else acc
-            acc = em.Mul(acc, d) if c is not coefficients[-1] else acc
-        return acc
-
-    inner = [A + 2, -(A + 3), 0.0, 1.0]  # ((A+2)d - (A+3)) d^2 + 1
-    outer = [A, -5 * A, 8 * A, -4 * A]  # ((A d - 5A) d + 8A) d - 4A
-    weights = [
-        horner(em.Add(t, one), outer),
-        horner(t, inner),
-        horner(em.Sub(one, t), inner),
-        horner(em.Sub(two, t), outer),
-    ]
-    return em.Concat(*weights, axis=per_tap.tap_axis)
+    d = em.Add(em.Mul(em.Sub(x, x1), per_tap(SIGN)), per_tap(SHIFT))  # t + 1, t, 1 - t, 2 - t
+    a, b, c, e = (per_tap(list(k)) for k in COEFFICIENTS)
+    return em.Add(em.Mul(em.Add(em.Mul(em.Add(em.Mul(d, a), b), d), c), d), e)
 
 
 CUBIC = Kernel(offsets=(-1.0, 0.0, 1.0, 2.0), weights=_weights)
