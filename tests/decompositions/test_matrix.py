@@ -237,22 +237,32 @@ def test_four_spatial_dims(mode, rng):
     assert_close(actual, oracle(spec, x, grid), mode)
 
 
-@pytest.mark.parametrize("points", [2, 9], ids=["few-points", "many-points"])
+@pytest.mark.parametrize("points", [2, 9, "symbolic"], ids=["few", "many", "symbolic"])
 @pytest.mark.parametrize("rank", [1, 2, 3])
 def test_nearest_zeros_masks_or_reads_a_zero_slot(rank, points, rng):
     """Nearest with zeros padding: points outside X, NaN and infinite ones included, read a zero
-    appended to X (Pad) while X is at most 4x the points, else are masked once gathered; X's
-    own infinities and NaNs pass through untouched either way."""
+    appended to X (Pad) while X is at most 4x the points (or either size is unknown), else are
+    masked once gathered; X's own infinities and NaNs pass through untouched either way."""
     from gridsample_lower.spec import GridSampleSpec
 
     spec = GridSampleSpec(rank, "nearest", "zeros", 0)
     x = rng.standard_normal((2, 3, *[6] * rank)).astype(np.float32)
     x.reshape(-1)[:4] = [np.inf, -np.inf, np.nan, 1.0]
-    grid = make_grid(rng, (2, *[points] * rank, rank), far=True)
+    size = 5 if points == "symbolic" else points
+    grid = make_grid(rng, (2, *[size] * rank, rank), far=True)
     grid.reshape(-1)[:4] = [np.nan, np.inf, -np.inf, 1e30]
-    lowered = lower(spec_model(spec, x, grid), target="onnxruntime", lower_all=True)
+    model = spec_model(spec, x, grid)
+    if points == "symbolic":
+        model = gridsample_model(
+            ["N", 3, *[f"d{i}" for i in range(rank)]],
+            ["N", *[f"o{i}" for i in range(rank)], rank],
+            "nearest",
+            "zeros",
+            0,
+        )
+    lowered = lower(model, target="onnxruntime", lower_all=True)
     ops = [n.op_type for n in lowered.graph.node]
-    assert ("Pad" in ops) == (6**rank <= 4 * points**rank)
+    assert ("Pad" in ops) == (points == "symbolic" or 6**rank <= 4 * points**rank)
     assert ops.count("Where") == ("Pad" not in ops)  # the values' if no slot (index: by Max)
     np.testing.assert_array_equal(
         run_ort(lowered, {"X": x, "grid": grid}), grid_sample(x, grid, "nearest", "zeros", 0)
