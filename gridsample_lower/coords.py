@@ -53,7 +53,7 @@ def source_coordinate(em: Emitter, g: ir.Value, axis: int, spec: GridSampleSpec,
     if spec.mode == "nearest" and spec.padding_mode == "zeros":
         return x  # its only tap is masked (NaN and far values included) before it is an index
     high, low = em.const(_WHOLE[ct], ct), em.const(-_WHOLE[ct], ct)
-    if spec.mode != "nearest":  # a NaN's weights are NaN: its taps are clipped once integers
+    if passes_nan(spec):  # linear, cubic: a NaN's weights are NaN; its taps are clipped as ints
         return em.clip(x, low, high)
     return em.Where(em.GreaterOrEqual(x, low), em.Min(x, high), low)  # NaN >= low is False
 

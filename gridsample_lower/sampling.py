@@ -198,9 +198,10 @@ def _flat_index(em, spec, indices, inside, within, to_slot, in_float, offsets=No
         flat = em.Cast(_strided_sum(em, indices, r, ct), to=within)
         if kept is not None:
             flat = _where_inside(em, kept, flat, fill)
-        elif passes_nan(spec):
-            table = _tap_table(em, r, taps, within, as_array=True)
-            low, high = -table.min(), em.prod_dims("x", range(2, 2 + r)) - 1 - table.max()
+        elif passes_nan(spec):  # (static sizes) every tap of the table stays in the sample
+            strides = sum(em.prod_dims("x", range(3 + a, 2 + r)) for a in range(r))
+            low = -min(taps) * strides
+            high = em.prod_dims("x", range(2, 2 + r)) - 1 - max(taps) * strides
             flat = em.clip(flat, em.const(low, within), em.const(high, within))
     else:
         indices = [em.Cast(index, to=within) for index in indices]
@@ -237,19 +238,15 @@ def _outside(em, kept, fill) -> ir.Value:
     return em.Sub(fill, em.Mul(kept, fill))
 
 
-def _tap_table(em: Emitter, rank: int, offsets, dtype: ir.DataType, as_array: bool = False):
-    """``(1, T.., 1..)``: the flat offset of every tap combination, one constant when static.
-
-    ``as_array``: the numpy table itself (static sizes only).
-    """
+def _tap_table(em: Emitter, rank: int, offsets, dtype: ir.DataType) -> ir.Value:
+    """``(1, T.., 1..)``: the flat offset of every tap combination, one constant when static."""
     strides = [em.prod_dims("x", range(3 + axis, 2 + rank)) for axis in range(rank)]
     shaped = [
         np.reshape(offsets, [1] * (1 + a) + [len(offsets)] + [1] * (2 * rank - 1 - a))
         for a in range(rank)
     ]
     if all(isinstance(s, int) for s in strides):
-        table = sum(o * s for o, s in zip(shaped, strides, strict=True))
-        return table if as_array else em.const(table, dtype)
+        return em.const(sum(o * s for o, s in zip(shaped, strides, strict=True)), dtype)
     return _strided_sum(em, [em.const(o, dtype) for o in shaped], rank, dtype)
 
 
