@@ -53,13 +53,13 @@ ROWS_MIN_CHANNELS = 33  # from here on, gathering channels-last rows beats Gathe
 ROWS_MAX_ELEMENTS = 2**18  # ...while X stays cache-sized (1 MB of float32)
 SCALED_MIN_CHANNELS = 24  # rows scaled all at once (``_scaled_pays``) win from here...
 SCALED_FULL_COPY_CHANNELS = 32  # ...from here even where X has as many values as the taps...
-SCALED_MAX_VALUES = 2**21  # ...while they gather at most this many values, at any size of X
+SCALED_MAX_VALUES = 2**21  # ...below ROWS_MIN_CHANNELS while they gather at most this many values
 TILE = 128  # pixels per tile of the channels-last copy, where a plain Transpose thrashes...
 ALIASED_BYTES = 2048  # ...as it does where a channel's pixels take a multiple of this...
 TILED_MAX_VALUES = 2**20  # ...up to this many values per sample
 MATMUL_MIN_TAPS = 8  # with this many taps (3-D linear, cubic), rows are summed by one MatMul...
-MATMUL_MIN_VALUES = 256  # ...once channels x taps reach this...
-MATMUL_MAX_CHANNELS = 128  # ...up to this many channels
+MATMUL_MIN_VALUES = 256  # ...once channels x taps reach this
+TAPS_MAX_VALUES = 2**25  # one Gather of every tap (scaled, MatMul) holds at most this many values
 BY_CHANNEL_MAX_CHANNELS = 16  # up to this many channels with 8+ taps are gathered one by one...
 BY_CHANNEL_MIN_VALUES = 2**21  # ...and any of GatherElements' few once it gathers this many
 SLOT_MAX_RATIO = 4  # a zero slot appended to X pays while X is at most this many times the points
@@ -276,7 +276,8 @@ def _gather_rows_pays(em: Emitter, rank: int, taps: int) -> bool:
     A symbolic batch is taken as 1 (the usual deployment), and unknown sizes as one point per
     pixel.
     """
-    channels, matmul, scaled = em.x_dim(1), _matmul_pays(em, taps), _scaled_pays(em, rank, taps)
+    channels = em.x_dim(1)
+    matmul, scaled = _matmul_pays(em, rank, taps), _scaled_pays(em, rank, taps)
     fewest = SCALED_MIN_CHANNELS if scaled else ROWS_MIN_CHANNELS
     if channels is None or not (matmul or channels >= fewest):
         return False
@@ -289,19 +290,30 @@ def _gather_rows_pays(em: Emitter, rank: int, taps: int) -> bool:
     return (matmul or scaled or cached) and copies * spatial <= taps * points
 
 
-def _matmul_pays(em: Emitter, taps: int) -> bool:
+def _matmul_pays(em: Emitter, rank: int, taps: int) -> bool:
     """Whether rows are summed by one batched MatMul rather than a chain of Mul and Add.
 
     With 8 taps or more (3-D linear, cubic), one Gather of every tap and a MatMul with the
     weights beat the per-tap chain (2-D cubic, 64 channels: 2.8 vs 3.9 ms; 3-D linear: 10%),
     and GatherElements too once each point gathers 256 values (16 channels for 2-D cubic, 32
-    for 3-D linear); past ~128 channels the chain wins back. Only where the target allows
-    MatMul: most runtimes run it in reduced precision by default (``targets.py``).
+    for 3-D linear). With more channels they win by more, timed side by side with the native
+    kernel (3-D linear 160 channels at 16**3: 4.9 vs 9.1 ms; 2-D cubic 512 channels at 64x64:
+    28 vs 50), up to ``TAPS_MAX_VALUES``: past it the chain's K times smaller intermediates
+    keep the memory in bounds. Only where the target allows MatMul: most runtimes run it in
+    reduced precision by default (``targets.py``).
     """
     channels = em.x_dim(1)
     if taps < MATMUL_MIN_TAPS or channels is None or not em.target.allows("MatMul"):
         return False
-    return channels * taps >= MATMUL_MIN_VALUES and channels <= MATMUL_MAX_CHANNELS
+    return channels * taps >= MATMUL_MIN_VALUES and _gathered(em, rank, taps) <= TAPS_MAX_VALUES
+
+
+def _gathered(em: Emitter, rank: int, taps: int) -> int:
+    """N x C x taps x points: the values the taps gather (0 where unknown; a symbolic N is 1)."""
+    channels, points = em.x_dim(1), em.prod_dims("grid", range(1, 1 + rank))
+    if channels is None or not isinstance(points, int):
+        return 0
+    return (em.x_dim(0) or 1) * channels * taps * points
 
 
 def _gather_elements(em, x, spec, flat, weights, inside, taps, slot):
@@ -348,9 +360,7 @@ def _by_channel_pays(em: Emitter, rank: int, taps: int) -> bool:
         return False
     if channels == 1 or (taps >= MATMUL_MIN_TAPS and channels <= BY_CHANNEL_MAX_CHANNELS):
         return True
-    points = em.prod_dims("grid", range(1, 1 + rank))
-    gathered = (em.x_dim(0) or 1) * channels * taps * points if isinstance(points, int) else 0
-    return channels < ROWS_MIN_CHANNELS and gathered >= BY_CHANNEL_MIN_VALUES
+    return channels < ROWS_MIN_CHANNELS and _gathered(em, rank, taps) >= BY_CHANNEL_MIN_VALUES
 
 
 def _combine_by_channel(em, x, spec, flat, weights, taps):
@@ -398,7 +408,7 @@ def _gather_rows(em, x, spec, flat, weights, inside, taps, index_types, slot):
     y_dtype = x.dtype if weights is None else compute_dtype(spec)
     if y_dtype != x.dtype:  # cast once here, usually fewer rows than the taps gathered
         rows = em.Cast(rows, to=y_dtype)
-    if weights is not None and _matmul_pays(em, taps):
+    if weights is not None and _matmul_pays(em, r, taps):
         y = _matmul_taps(em, rows, flat, weights, taps, total)
     elif weights is not None and _scaled_pays(em, r, taps):
         y = _scaled_taps(em, rows, flat, weights, taps, total, y_dtype)
@@ -429,24 +439,24 @@ def _chain_taps(em, rows, flat, weights, taps, total):
 def _scaled_pays(em: Emitter, rank: int, taps: int) -> bool:
     """Whether rows are scaled by one BatchNormalization and summed by one MatMul with ones.
 
-    For fewer than 8 taps (1-D, 2-D linear), up to 128 channels: 64 channels x 4096 points,
-    4 taps, 0.80 vs 1.0 ms of kernel time for the per-tap chain, whose broadcast Mul of
-    ``(P, C)`` by ``(P, 1)`` pays for every short row (2-D linear zeros: 1.92 -> 1.60 of
-    native; 128 channels 15-19% faster). With 256 the chain's smaller tensors stay in cache
-    and it wins back up to 11%, as for ``_matmul_pays``. Only where the target allows both
-    ops: BatchNormalization's parameters must be constants on TensorRT and most NPUs, and
-    MatMul loses precision there. Past 2**21 gathered values (N x C x taps x points) its large
-    intermediates lose to GatherElements channel by channel (8x32x64x64, run alone: 5.3 vs
-    4.6 ms; 8x24: 4.2 vs 3.4). A symbolic batch counts as one sample, unknown points as few.
+    For fewer than 8 taps (1-D, 2-D linear): 64 channels x 4096 points, 4 taps, 0.80 vs 1.0 ms
+    of kernel time for the per-tap chain, whose broadcast Mul of ``(P, C)`` by ``(P, 1)`` pays
+    for every short row. With more channels it wins by more, timed side by side with the
+    native kernel (192 channels at 48x48: 1.15 vs 2.03 ms; 256 at 64x64: 4.7 vs 6.8), up to
+    ``TAPS_MAX_VALUES`` (``_matmul_pays``). Below ROWS_MIN_CHANNELS, past 2**21 gathered
+    values (N x C x taps x points), GatherElements channel by channel wins instead
+    (8x32x64x64: 4.9 vs 6.0 ms). Only where the target allows both ops: BatchNormalization's
+    parameters must be constants on TensorRT and most NPUs, and MatMul loses precision there.
+    A symbolic batch counts as one sample, unknown points as few.
     """
     channels = em.x_dim(1)
     if not (1 < taps < MATMUL_MIN_TAPS and channels is not None):
         return False
     if not (em.target.allows("BatchNormalization") and em.target.allows("MatMul")):
         return False
-    points = em.prod_dims("grid", range(1, 1 + rank))
-    gathered = (em.x_dim(0) or 1) * channels * taps * points if isinstance(points, int) else 0
-    return channels <= MATMUL_MAX_CHANNELS and gathered <= SCALED_MAX_VALUES
+    gathered = _gathered(em, rank, taps)
+    few = channels < ROWS_MIN_CHANNELS and gathered > SCALED_MAX_VALUES
+    return not few and gathered <= TAPS_MAX_VALUES
 
 
 def _scaled_taps(em, rows, flat, weights, taps, total, dtype):

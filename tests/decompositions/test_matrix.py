@@ -20,7 +20,12 @@ from conftest import (
 
 from gridsample_lower import lower, supported_specs
 from gridsample_lower.reference import grid_sample
-from gridsample_lower.sampling import ROWS_MIN_CHANNELS, SCALED_MAX_VALUES, SCALED_MIN_CHANNELS
+from gridsample_lower.sampling import (
+    ROWS_MIN_CHANNELS,
+    SCALED_MAX_VALUES,
+    SCALED_MIN_CHANNELS,
+    TAPS_MAX_VALUES,
+)
 from gridsample_lower.targets import TARGETS
 
 
@@ -109,8 +114,8 @@ def test_channels_last_rows_on_larger_maps(x_shape, points, tiled, mode, padding
     """X is copied channels-last tile by tile (two Transposes) where each channel's pixels
     take a multiple of 2 kB (16x32 float32, counting zeros padding's ring) and a sample has at
     most 2**20 values, else by one Transpose; for onnxruntime, cubic sums its taps with one
-    batched MatMul up to 128 channels, and linear scales every row by one BatchNormalization
-    and sums its taps with a MatMul by ones; past 128 channels both go tap by tap."""
+    batched MatMul, and linear scales every row by one BatchNormalization and sums its taps
+    with a MatMul by ones."""
     from gridsample_lower.spec import GridSampleSpec
 
     if padding == "zeros":  # the ring makes 16x32
@@ -120,7 +125,7 @@ def test_channels_last_rows_on_larger_maps(x_shape, points, tiled, mode, padding
     grid = make_grid(rng, (x_shape[0], *points, 2), far=True)
     lowered = lower(spec_model(spec, x, grid), target="onnxruntime", lower_all=True)
     ops = [n.op_type for n in lowered.graph.node]
-    matmul, scaled = (m == mode and x_shape[1] <= 128 for m in ("cubic", "linear"))
+    matmul, scaled = (m == mode for m in ("cubic", "linear"))
     assert ("MatMul" in ops) == (matmul or scaled)
     assert ("BatchNormalization" in ops) == scaled
     # grid, X (once or per tile), output; the MatMul's indices and weights
@@ -181,28 +186,51 @@ def test_rows_scaled_from_scaled_min_channels(channels, rng):
         assert_close(run_ort(lowered, {"X": x, "grid": grid}), oracle(spec, x, grid), "linear")
 
 
-@pytest.mark.parametrize(("points", "scaled"), [((100, 100), True), ((128, 86), False)])
-def test_rows_scaled_while_the_gather_moves_at_most_2_to_the_21(points, scaled, rng):
-    """Rows are scaled at once while N x C x taps x points stays within SCALED_MAX_VALUES;
-    past it, GatherElements goes channel by channel."""
+@pytest.mark.parametrize(
+    ("channels", "points", "scaled"),
+    [
+        (SCALED_MIN_CHANNELS, (100, 100), True),
+        (SCALED_MIN_CHANNELS, (128, 86), False),
+        (ROWS_MIN_CHANNELS, (128, 86), True),
+    ],
+)
+def test_rows_scaled_while_few_channels_gather_at_most_2_to_the_21(channels, points, scaled, rng):
+    """Below ROWS_MIN_CHANNELS rows are scaled at once while N x C x taps x points stays within
+    SCALED_MAX_VALUES; past it, GatherElements goes channel by channel. With more channels
+    they are scaled at any size."""
     from gridsample_lower.spec import GridSampleSpec
 
     spec = GridSampleSpec(2, "linear", "border", 0)
-    x = rng.standard_normal((2, SCALED_MIN_CHANNELS, 16, 16)).astype(np.float32)
+    x = rng.standard_normal((2, channels, 16, 16)).astype(np.float32)
     grid = make_grid(rng, (2, *points, 2))
-    assert (2 * SCALED_MIN_CHANNELS * 4 * np.prod(points) <= SCALED_MAX_VALUES) == scaled
+    assert (2 * channels * 4 * np.prod(points) <= SCALED_MAX_VALUES) == (points == (100, 100))
     lowered = lower(spec_model(spec, x, grid), target="onnxruntime", lower_all=True)
     ops = [n.op_type for n in lowered.graph.node]
     assert ("BatchNormalization" in ops) == scaled
-    assert ops.count("GatherElements") == (0 if scaled else SCALED_MIN_CHANNELS)
+    assert ops.count("GatherElements") == (0 if scaled else channels)
     assert_close(run_ort(lowered, {"X": x, "grid": grid}), oracle(spec, x, grid), "linear")
+
+
+def test_taps_gathered_one_by_one_past_taps_max_values(rng):
+    """One Gather of every tap would hold more than TAPS_MAX_VALUES values: cubic's taps are
+    gathered and summed one by one instead, without MatMul."""
+    from gridsample_lower.spec import GridSampleSpec
+
+    spec = GridSampleSpec(2, "cubic", "border", 0)
+    x = rng.standard_normal((1, 512, 5, 5)).astype(np.float32)
+    grid = make_grid(rng, (1, 64, 65, 2))
+    assert 512 * 16 * 64 * 65 > TAPS_MAX_VALUES
+    lowered = lower(spec_model(spec, x, grid), target="onnxruntime", lower_all=True)
+    ops = [n.op_type for n in lowered.graph.node]
+    assert "MatMul" not in ops and ops.count("Gather") >= 16
+    assert_close(run_ort(lowered, {"X": x, "grid": grid}), oracle(spec, x, grid), "cubic")
 
 
 @pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
 @pytest.mark.parametrize("channels", [31, 32, 128, 129])
 def test_3d_linear_rows_matmul_from_256_values_per_point(channels, padding, rng):
     """3-D linear gathers 8 taps: for onnxruntime its rows are summed by one MatMul once each
-    point gathers 256 values (32 channels), up to 128 channels; else tap by tap or by
+    point gathers 256 values (32 channels), with any more channels; else tap by tap or by
     GatherElements. The other targets never use MatMul (runtimes reduce its precision)."""
     from gridsample_lower.spec import GridSampleSpec
 
@@ -212,7 +240,7 @@ def test_3d_linear_rows_matmul_from_256_values_per_point(channels, padding, rng)
     for target in TARGETS:
         lowered = lower(spec_model(spec, x, grid), target=target, lower_all=True)
         uses_matmul = any(n.op_type == "MatMul" for n in lowered.graph.node)
-        assert uses_matmul == (target == "onnxruntime" and 32 <= channels <= 128), target
+        assert uses_matmul == (target == "onnxruntime" and channels >= 32), target
         assert_close(run_ort(lowered, {"X": x, "grid": grid}), oracle(spec, x, grid), "linear")
 
 
