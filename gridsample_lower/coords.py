@@ -17,7 +17,7 @@ import onnx_ir as ir
 from gridsample_lower.emitter import Emitter
 from gridsample_lower.spec import GridSampleSpec
 
-__all__ = ["passes_nan", "ring_base", "ring_indices", "source_coordinate", "tap_indices"]
+__all__ = ["passes_nan", "ring_base", "source_coordinate", "tap_indices"]
 
 # Past these magnitudes every float32 (float64) is an integer: bounding a coordinate there keeps
 # the fraction, so the taps' weights, that onnxruntime gives it.
@@ -79,16 +79,6 @@ def reflection_period(em: Emitter, x_axis: int, spec: GridSampleSpec, ct) -> ir.
         return em.const(max(2 * (size - 1), 1), ct)
     period = em.x_size(axis, ct, lambda n: 2 * (n - 1))
     return em.once(("at least 1", period), lambda: em.Max(period, em.const(1.0, ct)))
-
-
-def ring_indices(em: Emitter, taps: ir.Value, axis: int, ct) -> ir.Value:
-    """Zeros padding on X with a ring of one zero around it: tap positions, shifted by 1.
-
-    ``taps`` are already shifted; clamped to [0, L+1], every tap outside the axis reads a zero of
-    the ring, so no mask is needed and X's own infinities never meet a zero weight.
-    """
-    last = em.x_size(range(2 + axis, 3 + axis), ct, lambda n: n + 1)
-    return em.clip(taps, em.const(0.0, ct), last)
 
 
 def ring_base(em: Emitter, floor: ir.Value, axis: int, offsets: Sequence[float], ct) -> ir.Value:

@@ -39,7 +39,6 @@ import onnx_ir as ir
 from gridsample_lower.coords import (
     passes_nan,
     ring_base,
-    ring_indices,
     source_coordinate,
     tap_indices,
 )
@@ -612,9 +611,8 @@ def interpolate(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, 
         w = kernel.weights(em, em.Add(coord, em.Sub(g, g)), floor, per_tap)  # g - g: 0 or NaN
         if per_point:
             index = ring_base(em, floor, axis, kernel.offsets, ct)
-        elif ring:
-            shifted = em.Add(floor, per_tap([o + 1 for o in kernel.offsets]))
-            index = ring_indices(em, shifted, axis, ct)
+        elif ring:  # shifted onto the padded axis; clamped onto its ring once an integer
+            index = em.Add(floor, per_tap([o + 1 for o in kernel.offsets]))
         else:
             positions = em.Add(floor, per_tap(kernel.offsets))
             index, inside = tap_indices(em, positions, axis, spec, ct)
