@@ -16,9 +16,10 @@ The gather is chosen by channel count (``bench/run.py`` measures both):
   linear, cubic) summed by one batched MatMul; with fewer (1-D, 2-D linear) every row scaled
   by one BatchNormalization and summed by a MatMul with ones; either up to 128 channels.
 
-Each axis' tap positions (small exact integers in float) are cast to the index type first, and
-the flat index is combined in integers: int32 within a sample while the spatial size is static
-and below 2**31, else int64; the rows path adds its batch offsets last, in int64 only when the
+Each axis' tap positions (small exact integers in float) are cast to integers first (int32 from
+float32, which is exact only below 2**24; from float64, the index type), and the flat index is
+combined in integers: int32 within a sample while the spatial size is static and below 2**31,
+else int64; the rows path adds its batch offsets last, in int64 only when the
 batch is symbolic or N*S reaches 2**31. Integer Mul/Add on the per-axis values beat float
 arithmetic plus one cast of every tap, and stay exact where float32 would not (past 2**24).
 Nearest with zeros padding (one tap) combines its axes in float where that is exact, and casts
@@ -191,33 +192,49 @@ def _flat_index(em, spec, indices, inside, within, to_slot, in_float, offsets=No
     cast_once = offsets is not None  # one index per point: one cast beats one per axis
     in_float = (inside is not None or cast_once) and in_float  # else integers are cheaper
     taps = (0.0,) if offsets is None else offsets
-    kept = None if inside is None else em.Cast(inside, to=within)  # 1 inside, else 0
     fill = em.x_size(range(2, 2 + r), within) if to_slot else None
+
+    def kept(dtype):  # 1 inside, else 0
+        return em.once(("kept", dtype), lambda: em.Cast(inside, to=dtype))
+
     if in_float:
         flat = em.Cast(_strided_sum(em, indices, r, ct), to=within)
-        if kept is not None:
-            flat = _where_inside(em, kept, flat, fill)
+        if inside is not None:
+            flat = _where_inside(em, kept(within), flat, fill)
         elif passes_nan(spec):  # (static sizes) every tap of the table stays in the sample
             strides = sum(em.prod_dims("x", range(3 + a, 2 + r)) for a in range(r))
             low = -min(taps) * strides
             high = em.prod_dims("x", range(2, 2 + r)) - 1 - max(taps) * strides
             flat = em.clip(flat, em.const(low, within), em.const(high, within))
     else:
-        indices = [em.Cast(index, to=within) for index in indices]
-        if kept is not None:  # outside points' indices (NaN ones too) become 0
-            indices = [em.Mul(index, kept) for index in indices]
+        # Float32 positions are exact only below 2**24, so each axis' fit int32, whose Cast,
+        # Clip and Mul run 3-5x faster than int64's (50k values: Clip 8 vs 44 us); the axes
+        # are combined in ``within``.
+        narrow = ir.DataType.INT32 if ct != ir.DataType.DOUBLE else within
+        indices = [em.Cast(index, to=narrow) for index in indices]
+        if inside is not None:  # outside points' indices (NaN ones too) become 0
+            indices = [em.Mul(index, kept(narrow)) for index in indices]
         elif passes_nan(spec):
-            indices = [_in_axis(em, index, a, taps, within) for a, index in enumerate(indices)]
+            indices = [_in_axis(em, index, a, taps, narrow) for a, index in enumerate(indices)]
+        if narrow != within:
+            indices = [em.Cast(index, to=within) for index in indices]
         flat = _strided_sum(em, indices, r, within)
         if fill is not None:  # outside points' flat index is 0: one Add sends them to S
-            flat = em.Add(flat, _outside(em, kept, fill))
+            flat = em.Add(flat, _outside(em, kept(within), fill))
     return flat if offsets is None else em.Add(flat, _tap_table(em, r, offsets, within))
 
 
 def _in_axis(em: Emitter, index: ir.Value, axis: int, taps, dtype) -> ir.Value:
-    """An axis' integer index clamped so that every tap ``index + taps`` lies in the axis."""
+    """An axis' integer index clamped so that every tap ``index + taps`` lies in the axis.
+
+    An int32 bound taken from a symbolic size is capped at 2**30 first, so that it cannot wrap.
+    """
     low = em.const(-min(taps), dtype)
-    high = em.x_size(range(2 + axis, 3 + axis), dtype, lambda n: n - 1 - max(taps))
+    axes, last = range(2 + axis, 3 + axis), lambda n: n - 1 - max(taps)
+    if dtype == ir.DataType.INT32 and em.x_dim(2 + axis) is None:
+        high = em.Cast(em.Min(em.x_size(axes, INT64, last), em.const(2**30, INT64)), to=dtype)
+    else:
+        high = em.x_size(axes, dtype, last)
     return em.clip(index, low, high)
 
 

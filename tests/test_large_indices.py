@@ -94,22 +94,31 @@ def _index_types(model: onnx.ModelProto) -> list[tuple[int, int | None]]:
     ],
 )
 def test_index_types_at_the_thresholds(mode, side):
-    """Each axis' index is cast to the index type before any arithmetic; int64 once what is
-    gathered reaches 2**31 elements: X, or for linear and cubic X in its ring of zeros (as
-    many either side as the kernel has taps: 2, 4)."""
+    """Each axis' index is cast to an integer before any arithmetic, and the axes are combined
+    in the index type: int32, or int64 once what is gathered reaches 2**31 elements (X, or for
+    linear and cubic X in its ring of zeros, as many either side as the kernel has taps: 2, 4).
+    An int64 index starts from int32 positions: float32 ones are exact only below 2**24."""
     rank = len(side)
     model = gridsample_model([1, 1, *side], [1, *[2] * rank, rank], mode, "zeros", 0)
     ring = {"nearest": 0, "linear": 2, "cubic": 4}[mode]
     gathered = math.prod(s + 2 * ring for s in side)
-    index_type = TensorProto.INT32 if gathered < 2**31 else TensorProto.INT64
+    int32 = (TensorProto.INT32, None)
+    expected = int32 if gathered < 2**31 else (TensorProto.INT64, TensorProto.INT32)
     kinds = _index_types(lower(model))
-    assert kinds and set(kinds) == {(index_type, None)}, kinds
+    assert kinds and set(kinds) == {expected}, kinds
 
 
-def test_symbolic_sizes_use_int64():
-    model = gridsample_model(["N", "C", "H", "W"], ["N", 3, 3, 2], "cubic", "border", 0)
+@pytest.mark.parametrize(
+    ("dtype", "positions"), [(np.float32, TensorProto.INT32), (np.float64, None)]
+)
+def test_symbolic_sizes_use_int64(dtype, positions):
+    """Symbolic sizes gather with int64 indices, combined from int32 positions per axis; in
+    float64, whose positions may pass 2**31, from int64 ones."""
+    model = gridsample_model(
+        ["N", "C", "H", "W"], ["N", 3, 3, 2], "cubic", "border", 0, x_dtype=dtype, grid_dtype=dtype
+    )
     kinds = _index_types(lower(model))
-    assert kinds and set(kinds) == {(TensorProto.INT64, None)}
+    assert kinds and set(kinds) == {(TensorProto.INT64, positions)}, kinds
 
 
 @pytest.mark.parametrize(
