@@ -14,7 +14,8 @@ The gather is chosen by channel count (``bench/run.py`` measures both):
   per tap, each fetching P contiguous C-vectors, summed with their weights. Where the target
   allows MatMul (onnxruntime), one Gather fetches every tap instead: with 8 taps or more (3-D
   linear, cubic) summed by one batched MatMul; with fewer (1-D, 2-D linear) every row scaled
-  by one BatchNormalization and summed by a MatMul with ones; either up to 128 channels.
+  by one BatchNormalization and summed by a MatMul with ones; either while that one Gather
+  holds at most 2**25 values (``TAPS_MAX_VALUES``).
 
 Each axis' tap positions (small exact integers in float) are cast to integers first (int32 from
 float32, which is exact only below 2**24; from float64, the index type), and the flat index is
