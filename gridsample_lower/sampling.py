@@ -17,12 +17,12 @@ The gather is chosen by channel count (``bench/run.py`` measures both):
   by one BatchNormalization and summed by a MatMul with ones; either while that one Gather
   holds at most 2**25 values (``TAPS_MAX_VALUES``).
 
-Each axis' tap positions (small exact integers in float) are cast to integers first (int32 from
-float32, which is exact only below 2**24; from float64, the index type), and the flat index is
-combined in integers: int32 within a sample while the spatial size is static and below 2**31,
-else int64; the rows path adds its batch offsets last, in int64 only when the
-batch is symbolic or N*S reaches 2**31. Integer Mul/Add on the per-axis values beat float
-arithmetic plus one cast of every tap, and stay exact where float32 would not (past 2**24).
+Each axis' tap positions (exact integers in float) are cast to integers first (int32 wherever
+they surely fit: ``_positions_fit_int32``), and the flat index is combined in integers: int32
+within a sample while the spatial size is static and below 2**31, else int64; the rows path adds
+its batch offsets last, in int64 only when the batch is symbolic or N*S reaches 2**31. Integer
+Mul/Add on the per-axis values beat float arithmetic plus one cast of every tap, and stay exact
+where float32 would not (past 2**24).
 Nearest with zeros padding (one tap) combines its axes in float where that is exact, and casts
 once; so does zeros padding on a ring, whose taps need no clamp of their own: one index per
 point, the taps' flat offsets added last (``_flat_index``). A NaN coordinate reaches the cast
@@ -208,10 +208,9 @@ def _flat_index(em, spec, indices, inside, within, to_slot, in_float, offsets=No
             high = em.prod_dims("x", range(2, 2 + r)) - 1 - max(taps) * strides
             flat = em.clip(flat, em.const(low, within), em.const(high, within))
     else:
-        # Float32 positions are exact only below 2**24, so each axis' fit int32, whose Cast,
-        # Clip and Mul run 3-5x faster than int64's (50k values: Clip 8 vs 44 us); the axes
-        # are combined in ``within``.
-        narrow = ir.DataType.INT32 if ct != ir.DataType.DOUBLE else within
+        # Each axis' positions in int32 where they surely fit, combined in ``within``: int64's
+        # Cast, Clip and Mul run 3-5x slower (50k values: Clip 44 vs 8 us).
+        narrow = ir.DataType.INT32 if _positions_fit_int32(em, spec) else within
         indices = [em.Cast(index, to=narrow) for index in indices]
         if inside is not None:  # outside points' indices (NaN ones too) become 0
             indices = [em.Mul(index, kept(narrow)) for index in indices]
@@ -225,17 +224,37 @@ def _flat_index(em, spec, indices, inside, within, to_slot, in_float, offsets=No
     return flat if offsets is None else em.Add(flat, _tap_table(em, r, offsets, within))
 
 
+def _positions_fit_int32(em: Emitter, spec: GridSampleSpec) -> bool:
+    """Whether every axis' tap positions fit int32 (before any are combined into a flat index).
+
+    They lie in [0, L-1], so they do where every spatial size is static and below 2**31; and in
+    float32 with zeros or border padding whatever the sizes, whose coordinates
+    ``source_coordinate`` bounds by 2**23 (all but nearest with zeros, which masks instead).
+    """
+    sizes = [em.x_dim(a) for a in range(2, 2 + spec.rank)]
+    if all(size is not None and size < 2**31 for size in sizes):
+        return True
+    bounded = spec.padding_mode == "border" or (
+        spec.padding_mode == "zeros" and spec.mode != "nearest"
+    )
+    return compute_dtype(spec) == ir.DataType.FLOAT and bounded
+
+
 def _in_axis(em: Emitter, index: ir.Value, axis: int, taps, dtype) -> ir.Value:
     """An axis' integer index clamped so that every tap ``index + taps`` lies in the axis.
 
-    An int32 bound taken from a symbolic size is capped at 2**30 first, so that it cannot wrap.
+    An int32 bound is capped at 2**30, so that a large size cannot wrap it: int32 positions of
+    a large axis are bounded far below that (``_positions_fit_int32``).
     """
     low = em.const(-min(taps), dtype)
     axes, last = range(2 + axis, 3 + axis), lambda n: n - 1 - max(taps)
-    if dtype == ir.DataType.INT32 and em.x_dim(2 + axis) is None:
-        high = em.Cast(em.Min(em.x_size(axes, INT64, last), em.const(2**30, INT64)), to=dtype)
-    else:
+    size = em.x_dim(2 + axis)
+    if dtype != ir.DataType.INT32:
         high = em.x_size(axes, dtype, last)
+    elif size is not None:
+        high = em.const(min(last(size), 2**30), dtype)
+    else:
+        high = em.Cast(em.Min(em.x_size(axes, INT64, last), em.const(2**30, INT64)), to=dtype)
     return em.clip(index, low, high)
 
 
@@ -288,8 +307,8 @@ def _gather_rows_pays(em: Emitter, rank: int, taps: int) -> bool:
     Rows win with many channels, but they need a channels-last copy of X, so the points must
     gather at least about as many values as the copy moves. Summed tap by tap, they also read
     X at random, which pays only while X fits in cache (GatherElements reads one channel plane
-    at a time); gathered at once and summed by one MatMul (``_matmul_pays``, ``_scaled_pays``),
-    they win at any size of X.
+    at a time); gathered at once and summed by one MatMul (``_matmul_pays``, ``_scaled_pays``:
+    while that one Gather holds at most ``TAPS_MAX_VALUES``), they win at any size of X.
     A symbolic batch is taken as 1 (the usual deployment), and unknown sizes as one point per
     pixel.
     """
@@ -629,8 +648,11 @@ def interpolate(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, 
         w = kernel.weights(em, em.Add(coord, em.Sub(g, g)), floor, per_tap)  # g - g: 0 or NaN
         if per_point:
             index = ring_base(em, floor, axis, kernel.offsets, ct)
-        elif ring:  # shifted onto the padded axis; clamped onto its ring once an integer
+        elif ring:  # shifted onto the padded axis; clamped onto its ring once an integer...
             index = em.Add(floor, per_tap([o + 1 for o in kernel.offsets]))
+            if ct == ir.DataType.DOUBLE:  # ...and first in float, if it may pass 2**31
+                last = em.x_size(range(2 + axis, 3 + axis), ct, lambda n: n + 1)
+                index = em.clip(index, em.const(0.0, ct), last)
         else:
             positions = em.Add(floor, per_tap(kernel.offsets))
             index, inside = tap_indices(em, positions, axis, spec, ct)

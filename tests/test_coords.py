@@ -112,7 +112,8 @@ def test_nan_and_inf_in_grid(spec, dtype, rng):
 
 class _AnyIntegerCast(OpRun):
     """ONNX Cast, except that a NaN, infinite or out-of-range float cast to an integer type
-    becomes an arbitrary integer (the spec leaves it undefined; runtimes differ)."""
+    becomes an arbitrary integer (the spec leaves it undefined; runtimes differ, and a value
+    wrapped modulo 2**32 may land anywhere)."""
 
     op_domain = ""
 
@@ -122,7 +123,8 @@ class _AnyIntegerCast(OpRun):
             info = np.iinfo(y.dtype)
             with np.errstate(invalid="ignore"):
                 undefined = ~((x >= info.min) & (x <= info.max))
-            extremes = np.array([info.min, info.max, -1, 7 * 10**8 % info.max], dtype=y.dtype)
+            # The extremes, and 1: a value that wrapped into range reads a pixel inside X.
+            extremes = np.array([info.min, info.max, -1, 7 * 10**8 % info.max, 1], dtype=y.dtype)
             y[undefined] = extremes[np.arange(undefined.sum()) % len(extremes)]
         return (y,)
 
@@ -194,5 +196,44 @@ def test_a_nan_index_stays_in_range_whatever_integer_it_casts_to(spec, symbolic,
     )
     with np.errstate(invalid="ignore"):  # NaN in, NaN through
         actual = evaluator.run(None, feeds)[0]
+    expected = grid_sample(x, grid, spec.mode, spec.padding_mode, spec.align_corners)
+    assert_close(actual, expected, spec.mode)
+
+
+@pytest.mark.parametrize(
+    "spec", supported_specs(ranks=(2,)), ids=lambda s: s.label.replace(" ", "-")
+)
+@pytest.mark.parametrize(
+    ("symbolic", "channels"),
+    [(False, 2), (False, ROWS_MIN_CHANNELS), (True, 2)],
+    ids=["static", "static-rows", "symbolic"],
+)
+def test_far_float64_coordinates_stay_in_range_whatever_integer_they_cast_to(
+    spec, symbolic, channels, rng
+):
+    """float64 keeps coordinates up to 2**52, past int32: every tap must be clamped in float
+    before a cast whose result the spec leaves undefined out of range (the same Cast as above
+    makes them the extremes of the type)."""
+    x = rng.standard_normal((2, channels, 4, 3))
+    grid = make_grid(rng, (2, 3, 2, 2)).astype(np.float64)
+    # Far on one axis, inside on the other: a wrapped tap would read a pixel. (Below 2**52,
+    # reflection folds them exactly.)
+    grid.reshape(-1)[:10] = [4e15, 0.2, -0.3, -4e15, 3e9, 0.5, 0.1, -3e9, 1e12, -0.6]
+    model = spec_model(spec, x, grid)
+    if symbolic:
+        model = gridsample_model(
+            ["N", 2, "H", "W"],
+            ["N", "h", "w", 2],
+            spec.mode,
+            spec.padding_mode,
+            spec.align_corners,
+            x_dtype=np.float64,
+            grid_dtype=np.float64,
+        )
+    evaluator = ReferenceEvaluator(
+        lower(model, lower_all=True),
+        new_ops=[_AnyIntegerCast, _InRangeGatherElements, _InRangeGather],
+    )
+    actual = evaluator.run(None, {"X": x, "grid": grid})[0]
     expected = grid_sample(x, grid, spec.mode, spec.padding_mode, spec.align_corners)
     assert_close(actual, expected, spec.mode)

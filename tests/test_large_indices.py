@@ -121,6 +121,19 @@ def test_symbolic_sizes_use_int64(dtype, positions):
     assert kinds and set(kinds) == {(TensorProto.INT64, positions)}, kinds
 
 
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+def test_an_axis_past_2_to_the_31_keeps_int64_positions_where_they_reach_it(mode, padding):
+    """Positions lie in [0, L-1]: with L past 2**31 they are int32 only where float32
+    coordinates are bounded by 2**23 (zeros or border padding, but nearest with zeros), and
+    every gather index is int64."""
+    model = gridsample_model([1, 1, 2**31 + 5], [1, 2, 1], mode, padding, 0)
+    bounded = padding == "border" or (padding == "zeros" and mode != "nearest")
+    expected = (TensorProto.INT64, TensorProto.INT32 if bounded else None)
+    kinds = _index_types(lower(model))
+    assert kinds and set(kinds) == {expected}, kinds
+
+
 @pytest.mark.parametrize(
     "channels,expected",
     [(3, (TensorProto.INT32, None)), (ROWS_MIN_CHANNELS, (TensorProto.INT64, TensorProto.INT32))],
