@@ -1,8 +1,9 @@
 """Gather the taps of every sampling point and combine them: the part all modes share.
 
-Layout (PERFORMANCE.md): per-axis tensors are shaped ``(N, T_1..T_r, O_1..O_r)``: batch first,
-one tap axis per spatial axis (T long on its own axis, 1 on the others), the output points
-innermost and planar. Adding the per-axis tensors broadcasts to all K = T**r tap combinations.
+Layout (README, The lowered graph): per-axis tensors are shaped ``(N, T_1..T_r, O_1..O_r)``:
+batch first, one tap axis per spatial axis (T long on its own axis, 1 on the others), the
+output points innermost and planar. Adding the per-axis tensors broadcasts to all K = T**r tap
+combinations.
 The gather is chosen by channel count (``bench/run.py`` measures both):
 
 - few channels (C <= 32, C < 24 for onnxruntime's linear, or C symbolic; with 8 taps or
