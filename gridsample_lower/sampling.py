@@ -63,7 +63,8 @@ MATMUL_MIN_TAPS = 8  # with this many taps (3-D linear, cubic), rows are summed 
 MATMUL_MIN_VALUES = 256  # ...once channels x taps reach this
 TAPS_MAX_VALUES = 2**25  # one Gather of every tap (scaled, MatMul) holds at most this many values
 BY_CHANNEL_MAX_CHANNELS = 16  # up to this many channels with 8+ taps are gathered one by one...
-BY_CHANNEL_MIN_VALUES = 2**21  # ...and any of GatherElements' few once it gathers this many
+BY_CHANNEL_MIN_VALUES = 2**21  # ...and any of GatherElements' few once it gathers this many...
+BY_CHANNEL_WIDE_CHANNELS = 4  # ...and up to this many whose indices are int64
 SLOT_MAX_RATIO = 4  # a zero slot appended to X pays while X is at most this many times the points
 
 
@@ -156,7 +157,7 @@ def gather_and_combine(
     flat = _flat_index(em, spec, indices, inside, within, to_slot, exact, offsets)
     if many:
         return _gather_rows(em, x, spec, flat, weights, inside, taps, (within, int_type), slot)
-    return _gather_elements(em, x, spec, flat, weights, inside, taps, slot)
+    return _gather_elements(em, x, spec, flat, weights, inside, taps, slot, within == INT64)
 
 
 def _float_exact(sample: int | None, ct: ir.DataType) -> bool:
@@ -353,12 +354,12 @@ def _gathered(em: Emitter, rank: int, taps: int) -> int:
     return (em.x_dim(0) or 1) * channels * taps * points
 
 
-def _gather_elements(em, x, spec, flat, weights, inside, taps, slot):
+def _gather_elements(em, x, spec, flat, weights, inside, taps, slot, wide):
     r, ct = spec.rank, compute_dtype(spec)
     n, c = em.prod_dims("x", range(0, 1)), em.prod_dims("x", range(1, 2))
     points = [em.prod_dims("grid", range(1 + a, 2 + a)) for a in range(r)]
     flat = em.Flatten(flat, axis=1)  # (N, K*P)
-    if weights is not None and _by_channel_pays(em, r, taps):  # (no mask: weights carry it)
+    if weights is not None and _by_channel_pays(em, r, taps, wide):  # (no mask: weights do)
         return _combine_by_channel(em, x, spec, flat, weights, taps)
     data = em.Flatten(x, axis=2)  # (N*C, S)
     mask_values = inside is not None and not slot
@@ -382,13 +383,16 @@ def _gather_elements(em, x, spec, flat, weights, inside, taps, slot):
     return em.ReduceSum(em.Mul(values, weights), em.const([2], INT64), keepdims=0)
 
 
-def _by_channel_pays(em: Emitter, rank: int, taps: int) -> bool:
+def _by_channel_pays(em: Emitter, rank: int, taps: int, wide: bool) -> bool:
     """Whether X is gathered channel by channel, each channel's taps summed by a MatMul.
 
     Measured (bench/run.py): with one channel; with 8 taps or more and up to 16 channels (cubic
     3x224x224: 2.4 -> 1.5 ms of gathers; 3-D linear 16 channels: 0.32 -> 0.26 of native); with
     fewer taps once the gather moves 2**21 values or more, N x C x taps x points (linear
-    8x32x64x64: 2.2 -> 1.9).
+    8x32x64x64: 2.2 -> 1.9); and with up to 4 channels where the indices are int64 (``wide``:
+    symbolic sizes), which cost twice as much to expand over the channels (symbolic 1x3x224x224
+    linear 1.17-1.25 -> 0.98-1.07 of native, border 0.50 -> 0.43; tiny maps lose a few
+    microseconds to the extra nodes, 1x3x32x32 56 -> 61 us, and 16 channels lose 3-60%).
     Smaller gathers spend more on the extra nodes than they save. Only where the target allows
     MatMul (``_matmul_pays``).
     """
@@ -396,6 +400,8 @@ def _by_channel_pays(em: Emitter, rank: int, taps: int) -> bool:
     if channels is None or not em.target.allows("MatMul"):
         return False
     if channels == 1 or (taps >= MATMUL_MIN_TAPS and channels <= BY_CHANNEL_MAX_CHANNELS):
+        return True
+    if wide and channels <= BY_CHANNEL_WIDE_CHANNELS:
         return True
     return channels < ROWS_MIN_CHANNELS and _gathered(em, rank, taps) >= BY_CHANNEL_MIN_VALUES
 

@@ -98,6 +98,26 @@ def test_channel_by_channel_once_the_gather_moves_2_to_the_21(batch, points, by_
     assert_close(run_ort(lowered, {"X": x, "grid": grid}), oracle(spec, x, grid), "linear")
 
 
+@pytest.mark.parametrize(("channels", "by_channel"), [(4, True), (5, False)])
+@pytest.mark.parametrize("padding", ["zeros", "border"])
+def test_channel_by_channel_with_int64_indices_and_up_to_4_channels(
+    channels, by_channel, padding, rng
+):
+    """Symbolic sizes make the indices int64, twice as costly to expand over the channels: up to
+    4 channels are gathered one by one, for onnxruntime (MatMul sums their taps)."""
+    from gridsample_lower.spec import GridSampleSpec
+
+    spec = GridSampleSpec(2, "linear", padding, 0)
+    x = rng.standard_normal((2, channels, 5, 6)).astype(np.float32)
+    grid = make_grid(rng, (2, 4, 3, 2), far=True)
+    model = gridsample_model(["N", channels, "H", "W"], ["N", "h", "w", 2], "linear", padding, 0)
+    for target in ("onnxruntime", "generic"):
+        lowered = lower(model, target=target, lower_all=True)
+        count = [n.op_type for n in lowered.graph.node].count("GatherElements")
+        assert count == (channels if by_channel and target == "onnxruntime" else 1), target
+        assert_close(run_ort(lowered, {"X": x, "grid": grid}), oracle(spec, x, grid), "linear")
+
+
 @pytest.mark.parametrize(
     ("x_shape", "points", "tiled"),
     [
