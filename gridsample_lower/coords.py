@@ -17,7 +17,7 @@ import onnx_ir as ir
 from gridsample_lower.emitter import Emitter
 from gridsample_lower.spec import GridSampleSpec
 
-__all__ = ["passes_nan", "ring_base", "source_coordinate", "tap_indices"]
+__all__ = ["bounds_coordinate", "passes_nan", "ring_base", "source_coordinate", "tap_indices"]
 
 # Past these magnitudes every float32 (float64) is an integer: bounding a coordinate there keeps
 # the fraction, so the taps' weights, that onnxruntime gives it.
@@ -50,12 +50,23 @@ def source_coordinate(em: Emitter, g: ir.Value, axis: int, spec: GridSampleSpec,
         whole = em.Mul(em.Sign(x), em.Floor(em.Div(em.Abs(x), period)))  # trunc(x / period)
         x = em.Sub(x, em.Mul(whole, period))  # fmod, exact by Sterbenz, and fast
         return em.Where(em.Equal(x, x), x, em.const(0.0, ct))  # NaN != NaN
-    if spec.mode == "nearest" and spec.padding_mode == "zeros":
-        return x  # its only tap is masked (NaN and far values included) before it is an index
+    if not bounds_coordinate(spec):  # nearest, zeros: its only tap is masked (NaN and far
+        return x  # values included) before it is an index
     high, low = em.const(_WHOLE[ct], ct), em.const(-_WHOLE[ct], ct)
     if passes_nan(spec):  # linear, cubic: a NaN's weights are NaN; its taps are clipped as ints
         return em.clip(x, low, high)
     return em.Where(em.GreaterOrEqual(x, low), em.Min(x, high), low)  # NaN >= low is False
+
+
+def bounds_coordinate(spec: GridSampleSpec) -> bool:
+    """Whether ``source_coordinate`` bounds the coordinate by +-2**23 (float64: 2**52).
+
+    Zeros and border padding do, but nearest with zeros, which masks its one tap instead.
+    Reflection folds it into a period or two of the axis.
+    """
+    return spec.padding_mode == "border" or (
+        spec.padding_mode == "zeros" and spec.mode != "nearest"
+    )
 
 
 def passes_nan(spec: GridSampleSpec) -> bool:

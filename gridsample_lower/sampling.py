@@ -40,6 +40,7 @@ import numpy as np
 import onnx_ir as ir
 
 from gridsample_lower.coords import (
+    bounds_coordinate,
     passes_nan,
     ring_base,
     source_coordinate,
@@ -230,16 +231,12 @@ def _positions_fit_int32(em: Emitter, spec: GridSampleSpec) -> bool:
     """Whether every axis' tap positions fit int32 (before any are combined into a flat index).
 
     They lie in [0, L-1], so they do where every spatial size is static and below 2**31; and in
-    float32 with zeros or border padding whatever the sizes, whose coordinates
-    ``source_coordinate`` bounds by 2**23 (all but nearest with zeros, which masks instead).
+    float32 whatever the sizes where ``source_coordinate`` bounds the coordinates by 2**23.
     """
     sizes = [em.x_dim(a) for a in range(2, 2 + spec.rank)]
     if all(size is not None and size < 2**31 for size in sizes):
         return True
-    bounded = spec.padding_mode == "border" or (
-        spec.padding_mode == "zeros" and spec.mode != "nearest"
-    )
-    return compute_dtype(spec) == ir.DataType.FLOAT and bounded
+    return compute_dtype(spec) == ir.DataType.FLOAT and bounds_coordinate(spec)
 
 
 def _in_axis(em: Emitter, index: ir.Value, axis: int, taps, dtype) -> ir.Value:
