@@ -120,6 +120,12 @@ class GridSampleSpec:
             raise UnsupportedGridSample(name, f"align_corners must be 0 or 1, not {align}")
         x, grid = node.inputs[0], node.inputs[1]
         rank = _spatial_rank(name, x, grid)
+        if padding != "zeros" and x.shape is not None and 0 in list(x.shape)[2:]:
+            raise UnsupportedGridSample(
+                name,
+                f"X {_shape_text(x)} has an empty spatial axis: "
+                f"{padding} padding has no pixel to read",
+            )
         x_dtype = _dtype(name, "X", x)
         grid_dtype = _dtype(name, "grid", grid)
         if grid_dtype not in FLOAT_TYPES:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import onnx_ir as ir
 import pytest
-from conftest import gridsample_model
+from conftest import assert_close, gridsample_model, make_grid, run_ort
 
+from gridsample_lower import lower
+from gridsample_lower.reference import grid_sample
 from gridsample_lower.spec import (
     GridSampleSpec,
     UnsupportedGridSample,
@@ -112,3 +115,22 @@ def test_onnxruntime_native_matches_what_onnxruntime_runs():
             except Exception:  # noqa: BLE001
                 runs = False
             assert runs == spec.onnxruntime_native, spec.label
+
+
+@pytest.mark.parametrize("padding", ["border", "reflection"])
+def test_an_empty_spatial_axis_has_no_pixel_to_pad_with(padding):
+    """Border and reflection read pixels that an empty axis lacks: refused (onnxruntime's kernel
+    refuses it too), where zeros padding has a defined result, all zeros."""
+    node = _node(padding_mode=padding)
+    node.inputs[0].shape = ir.Shape([1, 1, 0, 3])
+    with pytest.raises(UnsupportedGridSample, match="empty spatial axis"):
+        GridSampleSpec.from_node(node)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+def test_an_empty_spatial_axis_reads_zeros_with_zeros_padding(mode, rng):
+    x = np.zeros((1, 2, 0, 3), np.float32)
+    grid = make_grid(rng, (1, 4, 5, 2))
+    model = gridsample_model(list(x.shape), list(grid.shape), mode, "zeros", 0)
+    actual = run_ort(lower(model, lower_all=True), {"X": x, "grid": grid})
+    assert_close(actual, grid_sample(x, grid, mode, "zeros", 0), mode)
