@@ -32,24 +32,27 @@ def source_coordinate(em: Emitter, g: ir.Value, axis: int, spec: GridSampleSpec,
     Zeros and border: clip to +-2**23 (float64: 2**52), past which every value is a whole number,
     so the fraction and the weights stay onnxruntime's (an edge pixel's infinity, clamped to with
     both weights nonzero, stays infinite). Reflection: subtract a whole number of reflection
-    periods (``fmod``, exact), which keeps the fraction and the tap parities. An infinite
-    coordinate becomes a finite one (+-2**23, or 0 for reflection). So does NaN, where its
-    taps decide the result (-2**23: nearest); linear and cubic keep it (``passes_nan``).
+    periods (``fmod``, exact), which keeps the fraction and the tap parities. Linear and cubic
+    keep a NaN coordinate (``passes_nan``), and reflection turns an infinite one into NaN: their
+    weights make the result NaN. Nearest with border padding sends NaN to -2**23 and with
+    reflection to 0, pixels the reference reads; with zeros padding it masks the point, so its
+    coordinate stays unbounded.
     """
-    x_axis = 2 + axis
     one = em.const(1.0, ct)
     if spec.align_corners:
-        x = em.Mul(em.Add(g, one), em.x_size(range(x_axis, x_axis + 1), ct, lambda n: (n - 1) / 2))
+        x = em.Mul(em.Add(g, one), em.axis_size(axis, ct, lambda n: (n - 1) / 2))
     else:
         x = em.Sub(
-            em.Mul(em.Add(g, one), em.x_size(range(x_axis, x_axis + 1), ct, lambda n: n / 2)),
+            em.Mul(em.Add(g, one), em.axis_size(axis, ct, lambda n: n / 2)),
             em.const(0.5, ct),
         )
     if spec.padding_mode == "reflection":
-        period = reflection_period(em, x_axis, spec, ct)
+        period = reflection_period(em, axis, spec, ct)
         whole = em.Mul(em.Sign(x), em.Floor(em.Div(em.Abs(x), period)))  # trunc(x / period)
         x = em.Sub(x, em.Mul(whole, period))  # fmod, exact by Sterbenz, and fast
-        return em.Where(em.Equal(x, x), x, em.const(0.0, ct))  # NaN != NaN
+        if passes_nan(spec):  # linear, cubic: NaN (infinities too) give NaN weights
+            return x
+        return em.Where(em.Equal(x, x), x, em.const(0.0, ct))  # nearest: NaN != NaN reads 0
     if not bounds_coordinate(spec):  # nearest, zeros: its only tap is masked (NaN and far
         return x  # values included) before it is an index
     high, low = em.const(_WHOLE[ct], ct), em.const(-_WHOLE[ct], ct)
@@ -72,24 +75,21 @@ def bounds_coordinate(spec: GridSampleSpec) -> bool:
 def passes_nan(spec: GridSampleSpec) -> bool:
     """Whether ``source_coordinate`` lets a NaN coordinate through, so that its taps are NaN.
 
-    Linear and cubic weights turn NaN on their own; nearest with zeros padding masks the point.
-    Nearest's other paddings read a defined pixel, and reflection folds NaN to 0 (README,
-    Semantics).
+    Linear and cubic weights turn NaN on their own, whatever the padding; nearest with zeros
+    padding masks the point. Nearest's border and reflection read a defined pixel (README,
+    Semantics), so they replace NaN with one Where per axis.
     """
-    return spec.padding_mode != "reflection" and (
-        spec.mode != "nearest" or spec.padding_mode == "zeros"
-    )
+    return spec.mode != "nearest" or spec.padding_mode == "zeros"
 
 
-def reflection_period(em: Emitter, x_axis: int, spec: GridSampleSpec, ct) -> ir.Value:
+def reflection_period(em: Emitter, axis: int, spec: GridSampleSpec, ct) -> ir.Value:
     """2L (align_corners=0) or 2(L-1) (align_corners=1; 1 for a size-1 axis, which folds to 0)."""
-    axis = range(x_axis, x_axis + 1)
     if not spec.align_corners:
-        return em.x_size(axis, ct, lambda n: 2 * n)
-    size = em.x_dim(x_axis)
+        return em.axis_size(axis, ct, lambda n: 2 * n)
+    size = em.x_dim(2 + axis)
     if size is not None:
         return em.const(max(2 * (size - 1), 1), ct)
-    period = em.x_size(axis, ct, lambda n: 2 * (n - 1))
+    period = em.axis_size(axis, ct, lambda n: 2 * (n - 1))
     return em.once(("at least 1", period), lambda: em.Max(period, em.const(1.0, ct)))
 
 
@@ -102,7 +102,7 @@ def ring_base(em: Emitter, floor: ir.Value, axis: int, offsets: Sequence[float],
     Shifted by T they index the padded axis. X's own infinities never meet a zero weight.
     """
     low = em.const(-1.0 - max(offsets), ct)
-    high = em.x_size(range(2 + axis, 3 + axis), ct, lambda n: n - min(offsets))
+    high = em.axis_size(axis, ct, lambda n: n - min(offsets))
     return em.clip(floor, low, high)
 
 
@@ -118,16 +118,15 @@ def tap_indices(
     L-0.5: the same on ``|t + 0.5|`` with period 2L, then minus 0.5. Exact, since
     ``source_coordinate`` has already brought the taps within a period or two of the axis.
     """
-    x_axis = 2 + axis
     if spec.padding_mode == "reflection":
-        return _reflect(em, taps, x_axis, spec, ct), None
-    last = em.x_size(range(x_axis, x_axis + 1), ct, lambda n: n - 1)
+        return _reflect(em, taps, axis, spec, ct), None
+    last = em.axis_size(axis, ct, lambda n: n - 1)
     clamped = em.clip(taps, em.const(0.0, ct), last)
     return clamped, (em.Equal(clamped, taps) if spec.padding_mode == "zeros" else None)
 
 
-def _reflect(em: Emitter, taps: ir.Value, x_axis: int, spec: GridSampleSpec, ct) -> ir.Value:
-    period = reflection_period(em, x_axis, spec, ct)
+def _reflect(em: Emitter, taps: ir.Value, axis: int, spec: GridSampleSpec, ct) -> ir.Value:
+    period = reflection_period(em, axis, spec, ct)
     if spec.align_corners:
         folded = _minus_periods(em, em.Abs(taps), period)
         return em.Min(folded, em.Sub(period, folded))

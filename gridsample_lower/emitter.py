@@ -32,7 +32,7 @@ class Emitter:
     ) -> None:
         self.target = target
         self._op = op
-        self.name = self._prefix = prefix
+        self.name = prefix  # the GridSample's: every node it emits is named "<name>/<Op>_<k>"
         self._counter = itertools.count(1)  # shared with ``with_x`` views: names stay unique
         self._x = x
         self._grid = grid
@@ -46,7 +46,7 @@ class Emitter:
         return lambda *args, **attrs: self.op(op_type, *args, **attrs)
 
     def op(self, op_type: str, *args: ir.Value | None, **attrs: Any) -> Any:
-        name = f"{self._prefix}/{op_type}_{next(self._counter)}"
+        name = f"{self.name}/{op_type}_{next(self._counter)}"
         attrs = {key: _attr(key, value) for key, value in attrs.items()}
         return self._op.op(op_type, *args, _name=name, _outputs=[name], **attrs)
 
@@ -118,6 +118,14 @@ class Emitter:
             ("x_size", axes.start, axes.stop, dtype, offset, slope),
             lambda: self._affine(self._dynamic_size(axes, dtype), dtype, offset, slope),
         )
+
+    def axis_size(self, axis: int, dtype: ir.DataType, fn: Callable[[float], float] = float) -> Any:
+        """``fn(L)``, L the size of spatial ``axis`` (X's axis 2 + axis), as ``x_size`` makes it."""
+        return self.x_size(range(2 + axis, 3 + axis), dtype, fn)
+
+    def output_dims(self, rank: int) -> list[int | ir.Value]:
+        """The output's spatial sizes (the grid's axes 1..rank): ints, or 1-D int64 values."""
+        return [self.prod_dims("grid", range(1 + a, 2 + a)) for a in range(rank)]
 
     def once(self, key: tuple, build: Callable[[], ir.Value]) -> ir.Value:
         """The value ``build`` makes, emitted once per lowered node for the same ``key``."""

@@ -112,9 +112,13 @@ class TapConstants:
     def tap_axis(self) -> int:
         return 1 + self.axis
 
-    def __call__(self, values: Sequence[float], as_type: ir.DataType | None = None) -> ir.Value:
-        shape = [1] * self.tap_axis + [len(values)] + [1] * (2 * self.rank - 1 - self.axis)
-        return self.em.const(np.reshape(values, shape), as_type or self.dtype)
+    def __call__(self, values: Sequence[float]) -> ir.Value:
+        return self.em.const(_per_tap(values, self.axis, self.rank), self.dtype)
+
+
+def _per_tap(values: Sequence[float], axis: int, rank: int) -> np.ndarray:
+    """``values`` shaped ``(1, 1.., T, ..1, 1..1)``: spatial ``axis``' taps on axis 1 + axis."""
+    return np.reshape(values, [1] * (1 + axis) + [len(values)] + [1] * (2 * rank - 1 - axis))
 
 
 def gather_and_combine(
@@ -205,7 +209,7 @@ def _flat_index(em, spec, indices, inside, within, to_slot, in_float, offsets=No
         flat = em.Cast(_strided_sum(em, indices, r, ct), to=within)
         if inside is not None:
             flat = _where_inside(em, kept(within), flat, fill)
-        elif passes_nan(spec):  # (static sizes) every tap of the table stays in the sample
+        else:  # one index per point (static sizes): every tap of the table stays in the sample
             strides = sum(em.prod_dims("x", range(3 + a, 2 + r)) for a in range(r))
             low = -min(taps) * strides
             high = em.prod_dims("x", range(2, 2 + r)) - 1 - max(taps) * strides
@@ -246,14 +250,17 @@ def _in_axis(em: Emitter, index: ir.Value, axis: int, taps, dtype) -> ir.Value:
     a large axis are bounded far below that (``_positions_fit_int32``).
     """
     low = em.const(-min(taps), dtype)
-    axes, last = range(2 + axis, 3 + axis), lambda n: n - 1 - max(taps)
+
+    def last(size):  # the largest index whose taps all lie in the axis
+        return size - 1 - max(taps)
+
     size = em.x_dim(2 + axis)
     if dtype != ir.DataType.INT32:
-        high = em.x_size(axes, dtype, last)
+        high = em.axis_size(axis, dtype, last)
     elif size is not None:
         high = em.const(min(last(size), 2**30), dtype)
     else:
-        high = em.Cast(em.Min(em.x_size(axes, INT64, last), em.const(2**30, INT64)), to=dtype)
+        high = em.Cast(em.Min(em.axis_size(axis, INT64, last), em.const(2**30, INT64)), to=dtype)
     return em.clip(index, low, high)
 
 
@@ -276,10 +283,7 @@ def _outside(em, kept, fill) -> ir.Value:
 def _tap_table(em: Emitter, rank: int, offsets, dtype: ir.DataType) -> ir.Value:
     """``(1, T.., 1..)``: the flat offset of every tap combination, one constant when static."""
     strides = [em.prod_dims("x", range(3 + axis, 2 + rank)) for axis in range(rank)]
-    shaped = [
-        np.reshape(offsets, [1] * (1 + a) + [len(offsets)] + [1] * (2 * rank - 1 - a))
-        for a in range(rank)
-    ]
+    shaped = [_per_tap(offsets, a, rank) for a in range(rank)]
     if all(isinstance(s, int) for s in strides):
         return em.const(sum(o * s for o, s in zip(shaped, strides, strict=True)), dtype)
     return _strided_sum(em, [em.const(o, dtype) for o in shaped], rank, dtype)
@@ -354,7 +358,7 @@ def _gathered(em: Emitter, rank: int, taps: int) -> int:
 def _gather_elements(em, x, spec, flat, weights, inside, taps, slot, wide):
     r, ct = spec.rank, compute_dtype(spec)
     n, c = em.prod_dims("x", range(0, 1)), em.prod_dims("x", range(1, 2))
-    points = [em.prod_dims("grid", range(1 + a, 2 + a)) for a in range(r)]
+    points = em.output_dims(r)
     flat = em.Flatten(flat, axis=1)  # (N, K*P)
     if weights is not None and _by_channel_pays(em, r, taps, wide):  # (no mask: weights do)
         return _combine_by_channel(em, x, spec, flat, weights, taps)
@@ -413,7 +417,7 @@ def _combine_by_channel(em, x, spec, flat, weights, taps):
     """
     ct, r, n, c = compute_dtype(spec), spec.rank, em.prod_dims("x", range(0, 1)), em.x_dim(1)
     total = em.prod_dims("grid", range(1, 1 + r))
-    points = [em.prod_dims("grid", range(1 + a, 2 + a)) for a in range(r)]
+    points = em.output_dims(r)
     weights = em.reshape(weights, [n, taps, total])
     ones = em.const(np.ones((1, taps)), ct)
     sums = []
@@ -457,7 +461,7 @@ def _gather_rows(em, x, spec, flat, weights, inside, taps, index_types, slot):
     if mask_values:
         y = em.Where(em.reshape(inside, [n, total, 1]), y, _zero(em, y_dtype))
     # Transposed last, straight into the output's shape: a Reshape last would copy it.
-    points = [em.prod_dims("grid", range(1 + a, 2 + a)) for a in range(r)]
+    points = em.output_dims(r)
     return em.Transpose(em.reshape(y, [n, *points, c]), perm=[0, r + 1, *range(1, r + 1)])
 
 
@@ -611,22 +615,21 @@ def _where_takes(dtype: ir.DataType | None) -> bool:
     return dtype in _WHERE_TYPES
 
 
-def _zero(em: Emitter, dtype: ir.DataType) -> ir.Value:
+def _zero(em: Emitter, dtype: ir.DataType, shape: tuple[int, ...] = ()) -> ir.Value:
+    """A constant zero of ``dtype`` (a string's is empty), shaped ``shape``."""
     if dtype == ir.DataType.STRING:
-        return em.Constant(value=ir.StringTensor(np.array([b""], dtype=object).reshape(())))
-    return em.const(0, dtype)
+        return em.Constant(value=ir.StringTensor(np.full(shape, b"", dtype=object)))
+    return em.const(np.zeros(shape), dtype)
 
 
 def _zeros(em: Emitter, dtype: ir.DataType, shape: list[int | ir.Value]) -> ir.Value:
-    """Zeros of any dtype (string included): gathered from a one-element constant."""
-    if dtype == ir.DataType.STRING:
-        zero = em.Constant(value=ir.StringTensor(np.array([b""], dtype=object)))
-    else:
-        zero = em.const([0], dtype)
-    if all(isinstance(d, int) for d in shape):
-        return em.Gather(zero, em.index(np.zeros(shape)), axis=0)
-    first = ir.tensor(np.zeros(1, dtype=(em.target.index_dtype or INT64).numpy()))
-    return em.Gather(zero, em.ConstantOfShape(em.shape(shape), value=first), axis=0)
+    """Zeros of any dtype (string included), gathered from a one-element constant.
+
+    The index expands at run time (a static shape folds once at load) rather than being stored:
+    a table as large as the zeros would grow the model with N x C.
+    """
+    index = em.Expand(em.index(np.zeros([1] * len(shape))), em.shape(shape))
+    return em.Gather(_zero(em, dtype, (1,)), index, axis=0)
 
 
 def interpolate(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, kernel: Kernel):
@@ -634,7 +637,9 @@ def interpolate(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, 
 
     A NaN or infinite grid coordinate gives NaN (0 for integer X), like the reference kernel:
     its weights are NaN, while its taps stay in range. Zeros padding reads its outside taps from
-    a ring of zeros around X (``_zero_ring``), or masks their weights where X cannot be infinite.
+    a ring of zeros around X (``_zero_ring``), or masks their weights where onnxruntime cannot pad
+    X: integers, which have no infinities, and bfloat16 (an infinite pixel beside a dropped tap
+    then gives NaN: README, Semantics).
     GatherElements' ring is as wide as the kernel, so that only each point's first tap is
     clamped (``ring_base``); the rows path's copies of X cost more than those per-tap ops, so
     there a ring of one zero takes every tap clamped (64-256 channels: 1-5% faster).
@@ -655,12 +660,12 @@ def interpolate(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, 
         elif ring:  # shifted onto the padded axis; clamped onto its ring once an integer...
             index = em.Add(floor, per_tap([o + 1 for o in kernel.offsets]))
             if ct == ir.DataType.DOUBLE:  # ...and first in float, if it may pass 2**31
-                last = em.x_size(range(2 + axis, 3 + axis), ct, lambda n: n + 1)
+                last = em.axis_size(axis, ct, lambda n: n + 1)
                 index = em.clip(index, em.const(0.0, ct), last)
         else:
             positions = em.Add(floor, per_tap(kernel.offsets))
             index, inside = tap_indices(em, positions, axis, spec, ct)
-            if inside is not None:  # w is finite: a multiply is exact, and 5x cheaper than Where
+            if inside is not None:  # a multiply by 0 or 1 is exact, and 5x cheaper than Where
                 w = em.Mul(w, em.Cast(inside, to=ct))
         indices.append(index)
         weights = w if weights is None else em.Mul(weights, w)
