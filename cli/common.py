@@ -16,7 +16,7 @@ import time
 import click
 import onnx
 
-from gridsample_lower import model_io
+from gridsample_lower import atomic, model_io
 from gridsample_lower.model_io import ModelCheckError, ModelFile, ModelFileError
 from gridsample_lower.verify import (
     DEFAULT_DIM,
@@ -29,6 +29,7 @@ from gridsample_lower.verify import (
 __all__ = [
     "MODEL_PATH",
     "Failure",
+    "check_report",
     "checkable",
     "fits_the_check",
     "load_model",
@@ -39,6 +40,7 @@ __all__ = [
     "say",
     "verify_options",
     "write_atomically",
+    "write_report",
 ]
 
 # Directories are accepted here so that the error is ours: one line, not click's usage text.
@@ -75,7 +77,10 @@ def load_model(path: pathlib.Path) -> onnx.ModelProto:
 def checkable(source: ModelFile, *protos: onnx.ModelProto) -> list[onnx.ModelProto]:
     """``protos`` (``source``'s model and its rewrites) with the weights the check runs with."""
     fits_the_check(source)
-    return model_io.with_weights(protos, source.base_dir)
+    try:
+        return model_io.with_weights(protos, source.base_dir)
+    except ModelFileError as error:  # the weights changed since they were checked
+        raise Failure(str(error)) from None
 
 
 def fits_the_check(source: ModelFile) -> None:
@@ -94,6 +99,27 @@ def write_atomically(target: pathlib.Path, write) -> None:
         model_io.write_atomically(target, write)
     except ModelFileError as error:
         raise Failure(str(error)) from None
+
+
+def check_report(report_path: pathlib.Path | None, inputs, outputs=()) -> None:
+    """Refuse, before any work, a --report that cannot be written or would replace a model file.
+
+    ``inputs``: the files read (models and their external data); ``outputs``: those written.
+    """
+    if report_path is None:
+        return
+    try:
+        model_io.check_destination(report_path, None, inputs)
+    except ModelFileError as error:
+        raise Failure(f"--report {error}") from None
+    if any(atomic.same_file(report_path, output) for output in outputs):
+        raise Failure(f"--report {report_path}: is one of the output's files")
+
+
+def write_report(report_path: pathlib.Path | None, report: VerificationReport) -> None:
+    """Write ``report`` as JSON to ``report_path`` (if given), atomically."""
+    if report_path is not None:
+        write_atomically(report_path, lambda tmp: pathlib.Path(tmp).write_text(report.to_json()))
 
 
 def parse_dims(dims: tuple[str, ...]) -> dict[str, int]:
@@ -218,8 +244,7 @@ def run_verification(
         raise Failure(f"{source}: the numerical check cannot run ({error}); {way_out}") from None
     finally:
         progress.close()
-    if report_path is not None:
-        write_atomically(report_path, lambda tmp: pathlib.Path(tmp).write_text(report.to_json()))
+    write_report(report_path, report)
     return report
 
 

@@ -1,9 +1,11 @@
 """How ``lower``, ``upgrade`` and ``downgrade`` write their model, and refuse what they must.
 
 ``-o OUT`` or ``--in-place``; ``--external-data NAME``; ``--no-check``. A destination that
-would overwrite the input (or its weights) without ``--in-place`` is refused before any work;
-the rewritten model is checked numerically against the input, then saved by
-``gridsample_lower.model_io``: checked, complete, or not at all.
+would overwrite the input (or its weights) without ``--in-place`` is refused before any work,
+and so is a ``--report`` naming a file read or written; the rewritten model is checked
+numerically against the input, then saved by ``gridsample_lower.model_io``: checked, complete,
+or not at all. The report is written once the model is (or the check failed): never one saying
+"ok" for a model that could not be written.
 """
 
 from __future__ import annotations
@@ -17,14 +19,16 @@ import onnx
 from gridsample_lower.cli.common import (
     MODEL_PATH,
     Failure,
+    check_report,
     checkable,
     fits_the_check,
     read_model,
     run_verification,
     write_atomically,
+    write_report,
 )
 
-from gridsample_lower import model_io
+from gridsample_lower import atomic, model_io
 from gridsample_lower.model_io import ModelCheckError, ModelFile, ModelFileError
 
 __all__ = [
@@ -48,6 +52,7 @@ class Destination:
     in_place: bool = False
     external_data: str | None = None
     check: bool = True
+    report: pathlib.Path | None = None
 
     def data_name(self, source: ModelFile) -> str | None:
         """The external data file to write: as asked, else OUT.data if IN's weights are files.
@@ -60,6 +65,11 @@ class Destination:
 
     def protected(self, source: ModelFile) -> tuple[pathlib.Path, ...]:
         return () if self.in_place else source.files
+
+    def files(self, source: ModelFile) -> tuple[pathlib.Path, ...]:
+        """The files written: the model and, if any, its external data file."""
+        name = self.data_name(source)
+        return (self.path, *([atomic.followed(self.path).parent / name] if name else []))
 
 
 _OUTPUT_OPTIONS = [
@@ -91,7 +101,10 @@ def output_options(command):
 
 
 def destination(model_path: pathlib.Path, options: dict, *, verifying: bool) -> Destination:
-    """The Destination of ``output_options``' values, popped from ``options``; usage checked."""
+    """The Destination of ``output_options``' values, popped from ``options``; usage checked.
+
+    The --report path, if any, stays in ``options`` (read here to be checked with the rest).
+    """
     output, in_place, external_data, no_check = (options.pop(key) for key in OUTPUT_KEYS)
     if output is None and not in_place:
         raise click.UsageError("give -o OUT, or --in-place to write over IN")
@@ -99,7 +112,8 @@ def destination(model_path: pathlib.Path, options: dict, *, verifying: bool) -> 
         raise click.UsageError("--in-place writes over IN: drop -o")
     if no_check and not verifying:
         raise click.UsageError("--no-check needs the numerical check: drop --no-verify")
-    return Destination(output or model_path, in_place, external_data, not no_check)
+    report = options.get("report_path")
+    return Destination(output or model_path, in_place, external_data, not no_check, report)
 
 
 def open_source(model_path: pathlib.Path, dest: Destination, *, verifying: bool) -> ModelFile:
@@ -108,12 +122,13 @@ def open_source(model_path: pathlib.Path, dest: Destination, *, verifying: bool)
     source = read_model(model_path, check=dest.check, hint=hint if verifying else "")
     if verifying:
         fits_the_check(source)
-    protected = dest.protected(source)
+    if not dest.in_place and atomic.same_file(dest.path, source.path):
+        raise Failure(f"{dest.path}: is the input; --in-place writes over it")
     try:
-        model_io.check_destination(dest.path, dest.data_name(source), protected)
+        model_io.check_destination(dest.path, dest.data_name(source), dest.protected(source))
     except ModelFileError as error:
-        more = "; --in-place allows writing over it" if protected else ""
-        raise Failure(f"{error}{more}") from None
+        raise Failure(str(error)) from None
+    check_report(dest.report, source.files, dest.files(source))
     return source
 
 
@@ -147,20 +162,24 @@ def verify_and_save(
 ) -> str:
     """Check ``rewritten`` against ``source`` numerically, then save it; returns the verdict.
 
-    On a mismatch the report is printed and nothing is written (exit code 1).
+    On a mismatch the report is printed and nothing is written (exit code 1). The JSON report
+    is written after the model, so a failed save leaves none.
     """
     if no_verify:
         save(source, rewritten, dest, full_check=full_check)
         return "not verified (--no-verify)"
     models = checkable(source, source.proto, rewritten)
+    check = {**check, "report_path": None}  # written below, once the outcome is known
     result = run_verification(
         *models, quiet=quiet, source=source.path, skippable=dest.check, **check
     )
     del models  # the weights the check held
     if not result.ok:
         click.echo(result.table())
+        write_report(dest.report, result)
         raise Failure(f"{source.path}: {result.summary()}; nothing written", exit_code=1)
     save(source, rewritten, dest, full_check=full_check)
+    write_report(dest.report, result)
     return result.summary()
 
 

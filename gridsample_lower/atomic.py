@@ -2,19 +2,21 @@
 
 A staged file is created with the permissions a new file gets (the umask applies); a file it
 replaces keeps its permissions. Several staged files are renamed in the order given, under one
-lock, so a data file lands before the model that reads it.
+lock, so a data file lands before the model that reads it. A target that is a symbolic link is
+written through (``followed``): a rename would replace the link and leave its file as it was.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import secrets
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
-__all__ = ["commit", "directory_of", "same_file", "temporary", "write_atomically"]
+__all__ = ["commit", "directory_of", "followed", "same_file", "temporaries", "write_atomically"]
 
 _RENAMES = threading.Lock()
 
@@ -25,23 +27,38 @@ def write_atomically(target: pathlib.Path, write: Callable[[str], object]) -> No
     Raises whatever ``write`` raises, or OSError; in every case no temporary file is left and
     ``target`` is as it was.
     """
-    tmp = temporary(directory_of(target), target.name)
-    try:
+    target = followed(target)
+    with temporaries(target) as (tmp,):
         write(str(tmp))
         commit([(tmp, target)])
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def directory_of(target: pathlib.Path) -> pathlib.Path:
     return target.parent if str(target.parent) else pathlib.Path(".")
 
 
-def temporary(directory: pathlib.Path, name: str) -> pathlib.Path:
-    """A new empty hidden file in ``directory``, named after ``name``."""
-    path = directory / f".{name}.{secrets.token_hex(8)}.tmp"
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-    return path
+def followed(target: pathlib.Path) -> pathlib.Path:
+    """The file a symbolic link ``target`` points at (the one to replace), else ``target``."""
+    return pathlib.Path(os.path.realpath(target)) if target.is_symlink() else target
+
+
+@contextlib.contextmanager
+def temporaries(*targets: pathlib.Path) -> Iterator[list[pathlib.Path]]:
+    """A new empty hidden file beside each target, named after it; all removed on exit.
+
+    Those already renamed by ``commit`` are gone; the others are removed even when creating
+    one of them fails (a name too long, a read-only directory).
+    """
+    made: list[pathlib.Path] = []
+    try:
+        for target in targets:
+            path = directory_of(target) / f".{target.name}.{secrets.token_hex(8)}.tmp"
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            made.append(path)
+        yield made
+    finally:
+        for path in made:
+            path.unlink(missing_ok=True)
 
 
 def commit(pairs: list[tuple[pathlib.Path, pathlib.Path]]) -> None:

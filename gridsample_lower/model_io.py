@@ -19,8 +19,8 @@ import onnx
 import onnx_ir as ir
 
 from gridsample_lower import atomic
-from gridsample_lower.weights import (
-    WeightsError,
+from gridsample_lower.external_data import (
+    ExternalDataError,
     data_files,
     external_tensors,
     read_chunk,
@@ -90,7 +90,7 @@ def load_model(path: str | os.PathLike, *, check: bool = True) -> ModelFile:
     proto = _parse(path)
     try:
         files, size = data_files(proto, atomic.directory_of(path))
-    except WeightsError as error:
+    except ExternalDataError as error:
         raise ModelFileError(f"{path}: {error}") from None
     if check:
         check_model(proto, path)
@@ -156,7 +156,8 @@ def save_model(
 
     Args:
         proto: The model; its external weights (if any) are read from ``base_dir``.
-        path: Where to write it; replaced only once everything is written and checked.
+        path: Where to write it; replaced only once everything is written and checked (a
+            symbolic link: the file it points at).
         base_dir: The directory ``proto``'s external data locations are relative to
             (default: ``path``'s).
         external_data: A file name beside ``path`` to hold every initializer of 1 kB or more,
@@ -174,6 +175,7 @@ def save_model(
     """
     path = pathlib.Path(path)
     base = pathlib.Path(base_dir) if base_dir is not None else atomic.directory_of(path)
+    path = atomic.followed(path)
     check_destination(path, external_data, protect)
     checked = (check, full_check)
     if external_data is not None:
@@ -191,7 +193,11 @@ def save_model(
 def check_destination(
     path: pathlib.Path, external_data: str | None, protect: Iterable[str | os.PathLike]
 ) -> None:
-    """Refuse, before any work, a destination that would replace a protected file."""
+    """Refuse, before any work, a destination that cannot be written or is a protected file.
+
+    A symbolic link ``path`` stands for its file; as the external data file, one is refused.
+    """
+    path = atomic.followed(path)
     if path.is_dir():
         raise ModelFileError(f"{path}: is a directory")
     if not atomic.directory_of(path).is_dir():
@@ -203,18 +209,28 @@ def check_destination(
             raise ModelFileError(f"{name!r}: the external data file must be a plain file name")
         if name == path.name:
             raise ModelFileError(f"{name}: the external data file cannot be the model file")
+        if (path.parent / name).is_symlink():
+            raise ModelFileError(f"{path.parent / name}: is a symbolic link, not a data file")
         targets.append(path.parent / name)
     for target in targets:
+        if target.exists() and not target.is_file():
+            raise ModelFileError(f"{target}: is not a regular file")
         for kept in map(pathlib.Path, protect):
             if atomic.same_file(target, kept):
                 raise ModelFileError(f"{target}: is one of the input's files ({kept.name})")
 
 
-def write_atomically(target: str | os.PathLike, write: Callable[[str], object]) -> None:
-    """Call ``write(tmp)`` on a temporary file beside ``target``; rename it when complete."""
+def write_atomically(
+    target: str | os.PathLike,
+    write: Callable[[str], object],
+    protect: Iterable[str | os.PathLike] = (),
+) -> None:
+    """Call ``write(tmp)`` on a temporary file beside ``target``; rename it when complete.
+
+    ``target`` is refused as ``save_model`` refuses a model's (``check_destination``).
+    """
     target = pathlib.Path(target)
-    if not atomic.directory_of(target).is_dir():
-        raise ModelFileError(f"{target}: directory {target.parent} does not exist")
+    check_destination(target, None, protect)
     try:
         atomic.write_atomically(target, write)
     except OSError as error:
@@ -245,26 +261,23 @@ def _save_external(proto, path: pathlib.Path, base_dir: pathlib.Path, name: str,
     model = ir.serde.deserialize_model(_constants_inline(proto, base_dir))
     ir.external_data.set_base_dir(model.graph, base_dir)
     directory = atomic.directory_of(path)
-    staged, tmp = (atomic.temporary(directory, n) for n in (name, path.name))
     try:
-        ir.external_data.unload_from_model(
-            model, directory, staged.name, size_threshold_bytes=EXTERNAL_THRESHOLD
-        )
-        out = ir.serde.serialize_model(model)
-        del model  # drops the memory maps of the source weights
-        onnx.save_model(out, tmp)
-        if checked[0]:  # while the model still points at the staged data
-            check_model(out, tmp, full=checked[1], label=path)
-        moved = list(external_tensors(out))
-        for tensor in moved:
-            relocate(tensor, name)
-        onnx.save_model(out, tmp)
-        atomic.commit([*([(staged, directory / name)] if moved else []), (tmp, path)])
+        with atomic.temporaries(directory / name, path) as (staged, tmp):
+            ir.external_data.unload_from_model(
+                model, directory, staged.name, size_threshold_bytes=EXTERNAL_THRESHOLD
+            )
+            out = ir.serde.serialize_model(model)
+            del model  # drops the memory maps of the source weights
+            onnx.save_model(out, tmp)
+            if checked[0]:  # while the model still points at the staged data
+                check_model(out, tmp, full=checked[1], label=path)
+            moved = list(external_tensors(out))
+            for tensor in moved:
+                relocate(tensor, name)
+            onnx.save_model(out, tmp)
+            atomic.commit([*([(staged, directory / name)] if moved else []), (tmp, path)])
     except OSError as error:
         raise ModelFileError(f"{path}: cannot write ({error.strerror or error})") from None
-    finally:
-        staged.unlink(missing_ok=True)
-        tmp.unlink(missing_ok=True)
 
 
 def _save_referencing(proto, path: pathlib.Path, base_dir: pathlib.Path, checked) -> None:
@@ -299,7 +312,7 @@ def _constants_inline(proto: onnx.ModelProto, base_dir: pathlib.Path) -> onnx.Mo
 def _read(base_dir: pathlib.Path, tensor: onnx.TensorProto) -> bytes:
     try:
         return read_chunk(base_dir, tensor)
-    except (OSError, WeightsError) as error:
+    except (OSError, ExternalDataError) as error:
         reason = f"cannot read the weights of {tensor.name!r}: {error}"
         raise ModelFileError(f"{base_dir}: {reason}") from None
 

@@ -79,6 +79,7 @@ def test_above_2_gb_loads_without_reading(tmp_path):
         ("missing", "external data weights.bin of tensor '.' is missing"),
         ("truncated", "truncated or wrong: tensor"),
         ("outside", "points outside the model's directory"),
+        ("negative offset", "tensor 'W' has a bad offset or length"),
     ],
 )
 def test_bad_external_data_is_refused(external, damage, message):
@@ -88,10 +89,11 @@ def test_bad_external_data_is_refused(external, damage, message):
     elif damage == "truncated":
         data.write_bytes(data.read_bytes()[:-100])
     else:
+        key, value = ("location", "../weights.bin") if damage == "outside" else ("offset", "-4")
         model = onnx.load_model(external, load_external_data=False)
         for entry in model.graph.initializer[0].external_data:
-            if entry.key == "location":
-                entry.value = "../weights.bin"
+            if entry.key == key:
+                entry.value = value
         onnx.save_model(model, external)
     with pytest.raises(ModelFileError, match=message):
         model_io.load_model(external)
@@ -209,6 +211,46 @@ def test_a_model_failing_the_checker_is_not_written(tmp_path, external_data):
     with pytest.raises(ModelCheckError, match="out.onnx: fails the ONNX checker"):
         model_io.save_model(model, target, external_data=external_data)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_staging_leaves_no_temporary(tmp_path):
+    """The data file is staged, then the model's temporary cannot be made (name too long)."""
+    target = tmp_path / ("a" * 240 + ".onnx")
+    with pytest.raises(ModelFileError, match="cannot write .File name too long"):
+        model_io.save_model(weighted_model(), target, external_data="w.data")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_link_is_written_through(tmp_path):
+    """Saving to a symbolic link replaces the file it points at, not the link."""
+    (tmp_path / "real.onnx").write_bytes(b"old")
+    link = tmp_path / "link.onnx"
+    link.symlink_to("real.onnx")
+    model_io.save_model(weighted_model(), link)
+    model_io.write_atomically(link, lambda tmp: pathlib.Path(tmp).write_bytes(b"new"))
+    assert link.is_symlink() and (tmp_path / "real.onnx").read_bytes() == b"new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.onnx", "real.onnx"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes")
+def test_special_files_are_refused(tmp_path):
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(ModelFileError, match="pipe: is not a regular file"):
+        model_io.save_model(weighted_model(), tmp_path / "pipe")
+    with pytest.raises(ModelFileError, match="pipe: is not a regular file"):
+        model_io.write_atomically(tmp_path / "pipe", lambda tmp: None)
+    with pytest.raises(ModelFileError, match="pipe: is not a regular file"):
+        model_io.save_model(weighted_model(), tmp_path / "o.onnx", external_data="pipe")
+    assert stat.S_ISFIFO((tmp_path / "pipe").lstat().st_mode)
+    assert [p.name for p in tmp_path.iterdir()] == ["pipe"]
+
+
+def test_write_atomically_protects_files(external):
+    before = snapshot(external.parent)
+    with pytest.raises(ModelFileError, match="is one of the input's files"):
+        protect = model_io.load_model(external).files
+        model_io.write_atomically(external.parent / "weights.bin", lambda tmp: None, protect)
+    assert snapshot(external.parent) == before
 
 
 def test_too_large_for_one_file_asks_for_external_data(tmp_path, monkeypatch):

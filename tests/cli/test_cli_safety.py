@@ -8,6 +8,8 @@ run the real command to show there is no traceback.
 
 from __future__ import annotations
 
+import json
+import os
 import pathlib
 import stat
 
@@ -175,19 +177,142 @@ def test_output_usage_errors(inline, args, message):
 def test_unwritable_destinations(inline, out, message):
     result = run("lower", inline, "-o", inline.parent / out)
     assert_refused(result, 2, message)
+    assert "--in-place" not in result.stderr  # it would not help
     assert [p.name for p in inline.parent.iterdir()] == ["m.onnx"]
 
 
 @pytest.mark.parametrize("command", ["lower", "upgrade", "downgrade"])
 @pytest.mark.parametrize(
-    "target,data", [("m.onnx", None), ("weights.bin", None), ("o.onnx", "weights.bin")]
+    "target,data,message",
+    [
+        ("m.onnx", None, "is the input; --in-place writes over it"),
+        ("weights.bin", None, "is one of the input's files"),
+        ("o.onnx", "weights.bin", "is one of the input's files"),
+    ],
 )
-def test_input_files_are_written_only_in_place(external, command, target, data):
+def test_input_files_are_written_only_in_place(external, command, target, data, message):
     before = snapshot(external.parent)
     extra = ["--external-data", data] if data else []
     result = run(command, external, "-o", external.parent / target, *extra, "--samples", "1")
-    assert_refused(result, 2, "is one of the input's files", "--in-place")
+    assert_refused(result, 2, message)
+    assert ("--in-place" in result.stderr) == (target == "m.onnx")  # the hint only where it helps
     assert snapshot(external.parent) == before
+
+
+@pytest.mark.parametrize("command", ["lower", "upgrade"])
+@pytest.mark.parametrize(
+    "report,args,message",
+    [
+        ("m.onnx", ["-o", "o.onnx"], "is one of the input's files"),
+        ("weights.bin", ["-o", "o.onnx"], "is one of the input's files"),
+        ("weights.bin", ["--in-place"], "is one of the input's files"),
+        ("o.onnx", ["-o", "o.onnx"], "is one of the output's files"),
+        ("o.onnx.data", ["-o", "o.onnx"], "is one of the output's files"),
+        ("w.bin", ["-o", "o.onnx", "--external-data", "w.bin"], "is one of the output's files"),
+    ],
+)
+def test_the_report_never_replaces_a_model_file(external, command, report, args, message):
+    before = snapshot(external.parent)
+    args = [external.parent / a if a.endswith(".onnx") else a for a in args]
+    result = run(command, external, *args, "--report", external.parent / report, "--samples", "1")
+    assert_refused(result, 2, f"--report {external.parent / report}", message)
+    assert snapshot(external.parent) == before
+
+
+@pytest.mark.xfail(
+    strict=True, reason="needs the cli/verify.py change: check_report before the check"
+)
+@pytest.mark.parametrize("report", ["m.onnx", "weights.bin", "c.onnx"])
+def test_verify_report_never_replaces_a_model(external, report):
+    candidate = external.parent / "c.onnx"
+    onnx.save_model(weighted_model(), candidate)
+    before = snapshot(external.parent)
+    result = run("verify", external, candidate, "--report", external.parent / report)
+    assert_refused(result, 2, "--report", "is one of the input's files")
+    assert snapshot(external.parent) == before
+
+
+def test_no_report_when_the_model_cannot_be_written(inline, tmp_path, monkeypatch):
+    """The report follows the outcome: none for a failed save, "ok": false for a mismatch."""
+    out, report = tmp_path / "o.onnx", tmp_path / "r.json"
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(onnx, "save_model", disk_full)
+        result = run("lower", inline, "-o", out, "--report", report, "--samples", "1")
+    assert_refused(result, 2, f"{out}: cannot write (No space left on device)")
+    assert [p.name for p in tmp_path.iterdir()] == ["m.onnx"]
+    result = run("lower", inline, "-o", out, "--report", report, "--atol", "0", "--rtol", "0")
+    assert result.exit_code == 1 and not out.exists()
+    assert json.loads(report.read_text())["ok"] is False
+
+
+def test_a_failed_external_data_write_leaves_nothing(inline, tmp_path):
+    """A name the temporary file cannot have (too long): one line, no staged data file left."""
+    out = tmp_path / ("a" * 240 + ".onnx")
+    result = cli("lower", inline, "-o", out, "--external-data", "w.data", "--samples", "1")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"error: {out}: cannot write (File name too long)"
+    ]
+    assert [p.name for p in tmp_path.iterdir()] == ["m.onnx"]
+
+
+@pytest.mark.parametrize("key,value", [("offset", "-4"), ("length", "-3072")])
+@pytest.mark.parametrize("command", ["lower", "inspect", "verify"])
+def test_a_negative_offset_or_length_is_refused(external, command, key, value):
+    model = onnx.load_model(external, load_external_data=False)
+    entry = next(e for e in model.graph.initializer[0].external_data if e.key == key)
+    entry.value = value
+    onnx.save_model(model, external)
+    before = snapshot(external.parent)
+    args = {"inspect": [external], "verify": [external, external]}.get(
+        command, [external, "-o", external.parent / "o.onnx"]
+    )
+    result = run(command, *args)
+    assert_refused(result, 2, str(external), "tensor 'W' has a bad offset or length")
+    assert snapshot(external.parent) == before
+
+
+def test_symbolic_links_are_written_through(inline, tmp_path, x):
+    """--in-place, -o and --report on a link replace the file it points at; the link stays."""
+    expected = run_path(inline, x)
+    link = tmp_path / "link.onnx"
+    link.symlink_to(inline.name)
+    report, report_link = tmp_path / "r.json", tmp_path / "r_link.json"
+    report_link.symlink_to(report.name)
+    result = run("lower", link, "--in-place", "--samples", "1", "--report", report_link)
+    assert result.exit_code == 0, result.stderr
+    assert link.is_symlink() and report_link.is_symlink()
+    assert not find_gridsamples(_ir(inline)) and json.loads(report.read_text())["ok"]
+    np.testing.assert_allclose(run_path(inline, x), expected, atol=2e-5)
+    out, out_link = tmp_path / "o.onnx", tmp_path / "o_link.onnx"
+    out.write_bytes(b"an earlier result")
+    out_link.symlink_to(out.name)
+    assert run("lower", inline, "-o", out_link).exit_code == 0
+    assert out_link.is_symlink() and out.read_bytes() == inline.read_bytes()  # copied unchanged
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes")
+@pytest.mark.parametrize("option", ["-o", "--report", "--external-data"])
+def test_special_files_are_not_replaced(inline, option):
+    special = inline.parent / "special"
+    os.mkfifo(special)
+    out = [] if option == "-o" else ["-o", inline.parent / "o.onnx"]
+    name = "special" if option == "--external-data" else special
+    result = run("lower", inline, *out, option, name, "--samples", "1")
+    assert_refused(result, 2, "special: is not a regular file")
+    assert stat.S_ISFIFO(special.lstat().st_mode)
+    assert sorted(p.name for p in inline.parent.iterdir()) == ["m.onnx", "special"]
+
+
+def test_a_link_as_external_data_file_is_refused(inline):
+    (inline.parent / "w.bin").symlink_to("elsewhere.bin")
+    result = run("lower", inline, "-o", inline.parent / "o.onnx", "--external-data", "w.bin")
+    assert_refused(result, 2, "w.bin: is a symbolic link")
+    assert sorted(p.name for p in inline.parent.iterdir()) == ["m.onnx", "w.bin"]
 
 
 def test_in_place_inline(inline, x):

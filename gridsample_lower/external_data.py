@@ -2,7 +2,7 @@
 
 A tensor stored externally names a file (relative to the model's directory, never outside it),
 an offset and a length; ``data_files`` checks every such file exists and holds what the tensor's
-shape needs, without reading it. Errors are ``WeightsError``, naming the file and the tensor.
+shape needs, without reading it. Errors are ``ExternalDataError``, naming the file and the tensor.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import onnx
 
 __all__ = [
-    "WeightsError",
+    "ExternalDataError",
     "data_files",
     "external_tensors",
     "read_chunk",
@@ -30,7 +30,7 @@ _PACKED_TYPES = {  # several elements per byte: the length is not dims * itemsiz
 }
 
 
-class WeightsError(ValueError):
+class ExternalDataError(ValueError):
     """External data that is missing, too short, or outside the model's directory."""
 
 
@@ -71,12 +71,12 @@ def data_files(
         if file not in sizes:
             if not file.is_file():
                 missing = f"external data {file.name} of tensor {tensor.name!r} is missing"
-                raise WeightsError(missing)
+                raise ExternalDataError(missing)
             sizes[file] = file.stat().st_size
         length = sizes[file] - offset if length is None else length
         needed = _nbytes(tensor)
         if offset + length > sizes[file] or (needed is not None and needed != length):
-            raise WeightsError(
+            raise ExternalDataError(
                 f"{file.name} is truncated or wrong: tensor {tensor.name!r} needs "
                 f"{needed or length} bytes at offset {offset}, the file has {sizes[file]}"
             )
@@ -112,15 +112,14 @@ def _chunk(base_dir: pathlib.Path, tensor: onnx.TensorProto):
     location = info.get("location", "")
     file = (base_dir / location).resolve()
     if not location or os.path.isabs(location) or not file.is_relative_to(base_dir.resolve()):
-        raise WeightsError(
+        raise ExternalDataError(
             f"tensor {tensor.name!r} points outside the model's directory "
             f"({location or 'no location'})"
         )
-    try:
-        offset, length = int(info.get("offset", 0)), info.get("length")
-        return file, offset, None if length is None else int(length)
-    except ValueError:
-        raise WeightsError(f"tensor {tensor.name!r} has a bad offset or length") from None
+    offset, length = info.get("offset", "0"), info.get("length")
+    if not offset.isdecimal() or not (length is None or length.isdecimal()):  # no sign: >= 0
+        raise ExternalDataError(f"tensor {tensor.name!r} has a bad offset or length")
+    return file, int(offset), None if length is None else int(length)
 
 
 def _nbytes(tensor: onnx.TensorProto) -> int | None:
