@@ -32,7 +32,6 @@ __all__ = [
     "check_report",
     "checkable",
     "fits_the_check",
-    "load_model",
     "parse_dims",
     "parse_tolerances",
     "read_model",
@@ -66,12 +65,6 @@ def read_model(path: pathlib.Path, *, check: bool = False, hint: str = "") -> Mo
         raise Failure(f"{error}{hint}") from None
     except ModelFileError as error:
         raise Failure(str(error)) from None
-
-
-def load_model(path: pathlib.Path) -> onnx.ModelProto:
-    """The model at ``path`` with its weights in memory, as the verifier runs it."""
-    source = read_model(path)
-    return checkable(source, source.proto)[0]
 
 
 def checkable(source: ModelFile, *protos: onnx.ModelProto) -> list[onnx.ModelProto]:
@@ -126,7 +119,7 @@ def parse_dims(dims: tuple[str, ...]) -> dict[str, int]:
     parsed = {}
     for item in dims:
         name, _, value = item.partition("=")
-        if not name or not value.isdigit():
+        if not name or not (value.isascii() and value.isdigit()):
             raise click.BadParameter(f"expected NAME=VALUE, got {item!r}", param_hint="--dim")
         parsed[name] = int(value)
     return parsed

@@ -25,7 +25,7 @@ from gridsample_lower.cli.verify import verify
 
 import gridsample_lower
 from gridsample_lower.inventory import find_gridsamples, inferred_types
-from gridsample_lower.passes import selection_of
+from gridsample_lower.passes import name_unnamed, selection_of
 from gridsample_lower.registry import support_matrix
 from gridsample_lower.targets import TARGETS
 
@@ -101,13 +101,16 @@ def inspect(model_path, as_json, **choices) -> None:
     The last column says what `lower` would do with the same options, and why.
     """
     model = ir.serde.deserialize_model(read_model(model_path).proto)
-    try:
-        selection = selection_of(**choices)
-    except ValueError as error:
-        raise Failure(str(error)) from None
+    name_unnamed(model, find_gridsamples(model))  # the names --only and --skip take
     rows = []
     with inferred_types(model):  # the target judges by shapes, as it does while lowering
-        for site in find_gridsamples(model):
+        sites = find_gridsamples(model)
+        try:
+            selection = selection_of(**choices)
+            selection.check_matches(sites)  # as lower refuses a filter that matches nothing
+        except ValueError as error:
+            raise Failure(f"{model_path}: {error}") from None
+        for site in sites:
             row = site.describe()
             kept = site.spec and selection.why_kept(site.node.name, site.spec, site.node)
             row["would"] = "keep: " + kept if kept else ("lower" if site.spec else "cannot lower")

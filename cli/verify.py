@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import click
-from gridsample_lower.cli.common import MODEL_PATH, load_model, run_verification, verify_options
+from gridsample_lower.cli.common import (
+    MODEL_PATH,
+    check_report,
+    checkable,
+    read_model,
+    run_verification,
+    verify_options,
+)
 
 __all__ = ["verify"]
 
@@ -28,8 +35,10 @@ def verify(reference_path, candidate_path, quiet, **check) -> None:
 
     Exit codes: 0 everything within tolerance, 1 a mismatch, 2 bad usage or unreadable input.
     """
-    reference, candidate = load_model(reference_path), load_model(candidate_path)
-    report = run_verification(reference, candidate, quiet=quiet, **check)
+    reference, candidate = read_model(reference_path), read_model(candidate_path)
+    check_report(check["report_path"], [*reference.files, *candidate.files])
+    models = [*checkable(reference, reference.proto), *checkable(candidate, candidate.proto)]
+    report = run_verification(*models, quiet=quiet, **check)
     click.echo(report.summary() if quiet else report.table())
     if not report.ok:
         click.get_current_context().exit(1)

@@ -11,6 +11,7 @@ after, they check every node against the target's schemas.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -19,7 +20,7 @@ import onnx_ir as ir
 from onnx_ir.passes.common import InlinePass
 
 from gridsample_lower.inventory import Site, find_gridsamples, is_gridsample
-from gridsample_lower.passes import LowerGridSamplePass
+from gridsample_lower.passes import LowerGridSamplePass, expect_model
 from gridsample_lower.spec import GridSampleSpec
 from gridsample_lower.version_converter import OpsetConversionError, convert_model, onnx_opset
 
@@ -51,10 +52,11 @@ def upgrade(model: ModelT, opset: int = 20) -> ModelT:
     spellings repaired. The input is not modified; the result has the input's type.
 
     Raises:
+        TypeError: ``model`` is not a ModelProto or onnx_ir Model, or ``opset`` not an int.
         OpsetConversionError: ``opset`` is not 20-22 or is below the model's, or a node cannot
             be converted; the message names the node.
     """
-    _check_target(opset, UPGRADE_OPSETS)
+    _check_target(model, "upgrade", opset, UPGRADE_OPSETS)
     return _on_copy(model, lambda work: _convert(work, opset, upward=True))
 
 
@@ -66,10 +68,11 @@ def downgrade(model: ModelT, opset: int = 16, *, lower_rest: bool = False) -> Mo
     stops the conversion, unless ``lower_rest`` lowers exactly those nodes to primitive ops.
 
     Raises:
+        TypeError: ``model`` is not a ModelProto or onnx_ir Model, or ``opset`` not an int.
         OpsetConversionError: ``opset`` is not 16-19 or is above the model's, or a node cannot
             be expressed at ``opset``; the message names the node.
     """
-    _check_target(opset, DOWNGRADE_OPSETS)
+    _check_target(model, "downgrade", opset, DOWNGRADE_OPSETS)
 
     def run(work: ir.Model) -> ir.Model:
         blocked = _blocked_sites(work, opset)
@@ -88,7 +91,10 @@ def downgrade(model: ModelT, opset: int = 16, *, lower_rest: bool = False) -> Mo
     return _on_copy(model, run)
 
 
-def _check_target(opset: int, allowed: tuple[int, ...]) -> None:
+def _check_target(model, function: str, opset: int, allowed: tuple[int, ...]) -> None:
+    expect_model(model, function)
+    if isinstance(opset, bool) or not isinstance(opset, numbers.Integral):
+        raise TypeError(f"opset must be an int, not {type(opset).__name__}")
     if opset not in allowed:
         raise OpsetConversionError(f"opset {opset} is not one of {', '.join(map(str, allowed))}")
 

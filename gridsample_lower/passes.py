@@ -13,6 +13,7 @@ import collections
 import contextlib
 import dataclasses
 import gc
+import numbers
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
@@ -27,10 +28,17 @@ from gridsample_lower.inventory import Site, find_gridsamples, inferred_types, i
 from gridsample_lower.protos import graphs
 from gridsample_lower.rule import RULE_NAME, gridsample_rule
 from gridsample_lower.selection import Selection, selects
-from gridsample_lower.spec import GridSampleSpec, UnsupportedGridSample
+from gridsample_lower.spec import _OPSET16_NAMES, MODES, GridSampleSpec, UnsupportedGridSample
 from gridsample_lower.targets import Target, get_target
 
-__all__ = ["LowerGridSamplePass", "LoweringResult", "lower", "lower_with_report", "selection_of"]
+__all__ = [
+    "LowerGridSamplePass",
+    "LoweringResult",
+    "expect_model",
+    "lower",
+    "lower_with_report",
+    "selection_of",
+]
 
 ModelT = TypeVar("ModelT", onnx.ModelProto, ir.Model)
 
@@ -48,7 +56,8 @@ class LowerGridSamplePass(ir.passes.InPlacePass):
     Raises UnsupportedGridSample, naming the node and the reason, if one cannot be lowered;
     with ``strict=False`` such nodes are left in place instead. With ``select``, only the nodes
     whose spec it accepts are lowered (after functions holding a GridSample are inlined); nodes
-    it cannot judge, having no spec, are left in place too.
+    it cannot judge, having no spec, are left in place too. A ``Selection`` naming a node, mode
+    or rank that no GridSample has raises ValueError.
     """
 
     def __init__(
@@ -73,7 +82,10 @@ class LowerGridSamplePass(ir.passes.InPlacePass):
         name_unnamed(model, find_gridsamples(model))
         inlined = _inline_functions_with_gridsample(model)
         with inferred_types(model):
-            sites = [site for site in find_gridsamples(model) if self._selected(site)]
+            sites = find_gridsamples(model)
+            if isinstance(self.select, Selection):
+                self.select.check_matches(sites)
+            sites = [site for site in sites if self._selected(site)]
             problems = [site for site in sites if site.spec is None]
             if problems and self.strict:
                 raise UnsupportedGridSample(problems[0].name, problems[0].problem or "unsupported")
@@ -116,16 +128,24 @@ def lower(
         target: A name from ``TARGETS`` (or a ``Target``): the ops the lowered graph may use,
             its index type, and the configurations it runs natively, which are kept.
         lower_all: Lower what the target runs natively too.
-        only: Node names to lower exclusively (empty: all).
+        only: Node names to lower exclusively (empty: all); a bare str is one name.
         skip: Node names to leave alone.
-        modes: Lower only these modes (empty: all).
-        ranks: Lower only these spatial ranks (empty: all).
-        index_dtype: "int32" or "int64" gather indices, overriding the target's choice; int32
-            with symbolic sizes promises that they stay below 2**31 elements.
+        modes: Lower only these modes (empty: all): linear, nearest, cubic, or their
+            opset-16 names bilinear, bicubic; a bare str is one mode.
+        ranks: Lower only these spatial ranks, ints >= 1 (empty: all).
+        index_dtype: int32 or int64 gather indices ("int32", ``onnx_ir.DataType.INT32`` or
+            ``onnx.TensorProto.INT32``), overriding the target's choice; int32 with symbolic
+            sizes promises that they stay below 2**31 elements.
         as_functions: Emit each configuration once as a model-local function (domain
             ``gridsample_lower``) and call it, instead of inlining the ops at every node.
         strict: Raise ``UnsupportedGridSample`` for a selected node that cannot be lowered;
             otherwise leave it.
+
+    Raises:
+        TypeError: ``model`` or a choice of the wrong type (a path for the model, say).
+        ValueError: An unknown target, mode or index type, a rank below 1, or a name, mode
+            or rank in ``only``, ``skip``, ``modes``, ``ranks`` that no GridSample has.
+        UnsupportedGridSample: A selected node cannot be lowered (with ``strict``).
     """
     return lower_with_report(
         model,
@@ -145,6 +165,7 @@ def lower_with_report(
     model: ModelT, *, strict: bool = True, as_functions: bool = False, **choices
 ) -> tuple[ModelT, dict[str, int]]:
     """``lower``, plus the count of lowered nodes per configuration label."""
+    expect_model(model, "lower")
     selection = selection_of(**choices)
     is_proto = isinstance(model, onnx.ModelProto)
     proto = model if is_proto else ir.serde.serialize_model(model)
@@ -224,18 +245,57 @@ def selection_of(
     """The Selection for ``lower``'s keyword arguments (the CLI passes the same ones)."""
     chosen = get_target(target)
     if index_dtype is not None:
-        dtype = ir.DataType[index_dtype.upper()] if isinstance(index_dtype, str) else index_dtype
-        if dtype not in (ir.DataType.INT32, ir.DataType.INT64):
-            raise ValueError(f"index_dtype must be int32 or int64, not {index_dtype}")
-        chosen = dataclasses.replace(chosen, index_dtype=dtype)
+        chosen = dataclasses.replace(chosen, index_dtype=_index_dtype(index_dtype))
+    mode_names = {**{mode: mode for mode in MODES}, **_OPSET16_NAMES}  # opset-16 names too
+    modes, ranks = _items(modes, "modes", str), _items(ranks, "ranks", numbers.Integral)
+    unknown = [mode for mode in modes if mode not in mode_names]
+    if unknown:
+        raise ValueError(f"unknown mode {unknown[0]!r}; expected one of {', '.join(mode_names)}")
+    if any(rank < 1 for rank in ranks):
+        raise ValueError(f"ranks must be at least 1, not {min(ranks)}")
     return Selection(
         chosen,
         lower_all,
-        frozenset(only),
-        frozenset(skip),
-        frozenset(modes),
-        frozenset(int(r) for r in ranks),
+        frozenset(_items(only, "only", str)),
+        frozenset(_items(skip, "skip", str)),
+        frozenset(mode_names[mode] for mode in modes),
+        frozenset(int(rank) for rank in ranks),
     )
+
+
+def expect_model(model, function: str) -> None:
+    """Raise TypeError for what is not a model: a path would fail deep inside, unclearly."""
+    if not isinstance(model, onnx.ModelProto | ir.Model):
+        raise TypeError(
+            f"{function} expects an onnx.ModelProto or an onnx_ir.Model, not "
+            f"{type(model).__name__} (read a file with onnx.load or model_io.load_model)"
+        )
+
+
+def _items(values, what: str, kind: type) -> tuple:
+    """``values`` as a tuple of ``kind``; a bare one is one item (a str, not its characters)."""
+    try:
+        values = (values,) if isinstance(values, str) else tuple(values)
+    except TypeError:
+        values = (values,)
+    wrong = [v for v in values if isinstance(v, bool) or not isinstance(v, kind)]
+    if wrong:
+        name = "int" if kind is numbers.Integral else kind.__name__
+        raise TypeError(f"{what}: expected {name} values, got {type(wrong[0]).__name__}")
+    return values
+
+
+def _index_dtype(value: ir.DataType | str | int) -> ir.DataType:
+    """int32 or int64 as a name, an ``ir.DataType`` or an ``onnx.TensorProto`` number."""
+    if isinstance(value, str):
+        dtype = ir.DataType.__members__.get(value.upper())
+    elif isinstance(value, int) and not isinstance(value, bool):
+        dtype = value  # onnx.TensorProto.INT32 == ir.DataType.INT32
+    else:
+        raise TypeError(f"index_dtype must be a str or a data type, not {type(value).__name__}")
+    if dtype not in (ir.DataType.INT32, ir.DataType.INT64):
+        raise ValueError(f"index_dtype must be int32 or int64, not {value!r}")
+    return ir.DataType(dtype)
 
 
 def _apply_rule(

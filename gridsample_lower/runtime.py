@@ -30,7 +30,7 @@ def onnxruntime_runner(
     ort.set_default_logger_severity(3)
     model, bf16_outputs = _float_io(model)
     options = ort.SessionOptions()
-    options.log_severity_level = 3
+    options.log_severity_level = 4  # errors too: they are raised, and would be printed twice
     options.intra_op_num_threads = threads
     session = ort.InferenceSession(
         model.SerializeToString(), options, providers=["CPUExecutionProvider"]

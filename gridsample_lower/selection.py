@@ -7,10 +7,11 @@ node is kept, so "what would be lowered and why" is never computed twice.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import onnx_ir as ir
 
+from gridsample_lower.inventory import Site
 from gridsample_lower.spec import GridSampleSpec
 from gridsample_lower.targets import TARGETS, Target
 
@@ -50,6 +51,27 @@ class Selection:
     def __call__(self, name: str, spec: GridSampleSpec, node: ir.Node | None = None) -> bool:
         return self.why_kept(name, spec, node) is None
 
+    def check_matches(self, sites: list[Site]) -> None:
+        """Raise ValueError for a filter value no GridSample has: a typo would lower nothing.
+
+        Modes and ranks are judged only where every node's configuration is known.
+        """
+        names = {site.node.name for site in sites}
+        specs = [site.spec for site in sites if site.spec is not None]
+        known = len(specs) == len(sites)
+        for option, wanted, what, present in (
+            ("only", self.only, "named", names),
+            ("skip", self.skip, "named", names),
+            ("modes", self.modes if known else (), "of mode", {spec.mode for spec in specs}),
+            ("ranks", self.ranks if known else (), "of rank", {spec.rank for spec in specs}),
+        ):
+            missing = sorted(set(wanted) - present)
+            if missing:
+                raise ValueError(
+                    f"{option}: no GridSample {what} {missing[0]!r} in the model "
+                    f"(it has: {_listed(present)})"
+                )
+
 
 def selects(
     select: Selection | Callable[[str, GridSampleSpec], bool], node: ir.Node, spec: GridSampleSpec
@@ -58,3 +80,9 @@ def selects(
     if isinstance(select, Selection):
         return select.why_kept(node.name, spec, node) is None
     return select(node.name, spec)
+
+
+def _listed(values: Iterable, limit: int = 10) -> str:
+    values = sorted(values)
+    more = f", ... ({len(values)} in all)" if len(values) > limit else ""
+    return ", ".join(repr(v) for v in values[:limit]) + more if values else "none"

@@ -12,6 +12,8 @@ exact), per output dtype and the least exact GridSample mode, unless overridden.
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
 from collections.abc import Callable, Mapping
 
@@ -19,6 +21,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+from gridsample_lower import model_io
 from gridsample_lower.inventory import Site, find_gridsamples, inferred_types
 from gridsample_lower.passes import name_unnamed
 from gridsample_lower.verify_bounds import Bounds, Tolerance, op_types, whole_model_mode
@@ -56,6 +59,10 @@ _NON_FINITE = (
     "given inputs hold NaN or infinity, for which onnxruntime's GridSample is undefined: "
     "the reference ran in onnx.reference"
 )
+_FAR_GRID = (
+    "given grid values reach coordinates beyond 2**23 pixels, where onnxruntime's GridSample "
+    "is undefined: the reference ran in onnx.reference"
+)
 
 
 class VerificationError(RuntimeError):
@@ -85,48 +92,89 @@ def verify(
         candidate: The model to check, typically ``lower(reference)``.
         inputs: Values for some or all graph inputs, or the path of an ``.npz`` holding them;
             the rest are drawn at random for each sample.
-        atol: Absolute tolerance for every output and GridSample node, or a mapping from an
-            output or node name (``"*"``: all others) to one. Default: the tolerance table.
+        atol: Absolute tolerance (finite, >= 0) for every output and GridSample node, or a
+            mapping from an output or node name (``"*"``: all others) to one. Default: the
+            tolerance table.
         rtol: Relative tolerance, likewise.
-        samples: Random input sets to run (one when every input is given).
-        seed: Seed of the random inputs.
-        dims: Sizes of symbolic dimensions by name (default: what given inputs show, else 3).
+        samples: Random input sets to run, at least 1 (one when every input is given).
+        seed: Seed of the random inputs, at least 0.
+        dims: Sizes (ints >= 1) of symbolic dimensions by name (default: what given inputs
+            show, else 3).
         progress: Called as ``progress(done, total, step)`` before each run.
 
     Returns:
         The report; ``report.ok`` says whether everything is within tolerance.
 
     Raises:
-        VerificationSetupError: An input cannot be read, used or invented, an override names
-            nothing, or the reference cannot be run.
+        TypeError: An argument of the wrong type (a str for a number, a list for a mapping).
+        VerificationSetupError: A value out of range (negative seed or size, a tolerance that
+            is negative or not finite), a model file that cannot be read, an input that cannot
+            be read, used or invented, an override that names nothing, a reference nothing
+            runs, or nothing to compare (no output, or only empty ones).
     """
-    if samples < 1:
-        raise VerificationSetupError(f"samples must be at least 1, not {samples}")
+    samples, seed = _integer(samples, "samples", 1), _integer(seed, "seed", 0)
+    atol, rtol = _tolerance(atol, "atol"), _tolerance(rtol, "rtol")
+    if dims is not None and not isinstance(dims, Mapping):
+        raise TypeError(f"dims must be a mapping from names to sizes, not {type(dims).__name__}")
+    dims = {n: _integer(v, f"the size of dimension {n!r}", 1) for n, v in (dims or {}).items()}
     ref, cand = _as_proto(reference, "reference"), _as_proto(candidate, "candidate")
     ref, sites, plan, checks, probes = _prepare(ref, cand, _given(inputs), dims)
     bounds = Bounds(atol, rtol, {o.name for o in ref.graph.output} | {c.name for c in checks})
-    run = _Run(ref, cand, sites, probes, bounds, _finite(plan.given))
+    run = _Run(ref, cand, sites, probes, bounds, _why_not_onnxruntime(plan))
     samples = 1 if plan.complete else samples
     rng = np.random.default_rng(seed)
     for k in range(samples):
         run.sample(plan.draw(rng), k, samples, progress or (lambda *_: None))
     outputs = list(run.outputs.values())
-    return VerificationReport(
+    report = VerificationReport(
         run.oracle, run.candidate_runtime, samples, seed, outputs, checks, run.notes
     )
+    if report.ok and not sum(c.elements for c in [*outputs, *checks]):
+        what = "every output is empty with these input sizes" if outputs else "no output"
+        raise VerificationSetupError(f"nothing to compare: {what}")
+    return report
+
+
+def _integer(value, what: str, least: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
+    if value < least:
+        raise VerificationSetupError(f"{what} must be at least {least}, not {value}")
+    return int(value)
+
+
+def _tolerance(value: Tolerance, what: str) -> Tolerance:
+    """``value`` checked: inf would pass anything, and inf * 0 is NaN in the comparison."""
+    if value is None:
+        return None
+    for name, bound in (value if isinstance(value, Mapping) else {"*": value}).items():
+        if isinstance(bound, bool) or not isinstance(bound, numbers.Real):
+            raise TypeError(
+                f"{what} must be a number or a mapping from names to numbers, "
+                f"not {type(bound).__name__}"
+            )
+        if not (bound >= 0 and math.isfinite(bound)):
+            where = "" if name == "*" else f" for {name!r}"
+            raise VerificationSetupError(f"{what}{where} must be finite and >= 0, not {bound}")
+    return value
 
 
 def _as_proto(model: ModelLike, role: str) -> onnx.ModelProto:
+    """The model itself, or the file read and checked as the command line reads it."""
     if isinstance(model, onnx.ModelProto):
         return model
     if isinstance(model, ir.Model):
         return ir.serde.serialize_model(model)
+    if not isinstance(model, str | os.PathLike):
+        raise TypeError(
+            f"{role} must be an onnx.ModelProto, an onnx_ir.Model or a path, "
+            f"not {type(model).__name__}"
+        )
     try:
-        return onnx.load_model(os.fspath(model))
-    except Exception as error:  # noqa: BLE001  (protobuf and IO errors have many types)
-        raise VerificationSetupError(
-            f"{role} {model}: not readable ({first_line(error)})"
-        ) from None
+        source = model_io.load_model(model, check=False)
+        return model_io.with_weights([source.proto], source.base_dir)[0]
+    except model_io.ModelFileError as error:
+        raise VerificationSetupError(f"{role}: {error}") from None
 
 
 def _given(inputs) -> dict[str, np.ndarray]:
@@ -134,6 +182,11 @@ def _given(inputs) -> dict[str, np.ndarray]:
         return {}
     if isinstance(inputs, str | os.PathLike):
         return load_inputs([inputs])
+    if not isinstance(inputs, Mapping):
+        raise TypeError(
+            "inputs must be a mapping from input names to arrays or the path of an .npz, "
+            f"not {type(inputs).__name__}"
+        )
     return {name: np.asarray(value) for name, value in inputs.items()}
 
 
@@ -154,10 +207,13 @@ def _prepare(ref: onnx.ModelProto, cand: onnx.ModelProto, given: dict, dims):
 class _Run:
     """The runners of one verification, and the checks they fill in sample after sample."""
 
-    def __init__(self, ref, cand, sites, probes: list[NodeProbe], bounds, finite: bool) -> None:
+    def __init__(self, ref, cand, sites, probes: list[NodeProbe], bounds, untrusted: str) -> None:
+        """``untrusted``: why onnxruntime must not judge the given inputs, or ""."""
         self.reference, self.exposed = expose(ref, probes)
-        self.notes = [] if finite else [_NON_FINITE]
-        self._load_reference(native=all(_native(site) for site in sites) and finite)
+        self.notes = [untrusted] if untrusted else []
+        self._load_reference(native=all(_native(site) for site in sites) and not untrusted)
+        for probe in probes:
+            probe.native = probe.native and not untrusted
         self.run_candidate, self.candidate_runtime = self._candidate_runner(cand)
         self.probes, self.bounds = probes, bounds
         self.names = [o.name for o in ref.graph.output]
@@ -220,7 +276,13 @@ class _Run:
             progress(done + 2 + j, total, f"sample {k + 1}: GridSample {probe.check.name!r}")
             x = np.asarray(captured[probe.x_name])
             atol, rtol = self.bounds(probe.check.name, x.dtype, probe.mode)
-            probe.run(x, np.asarray(captured[probe.grid_name]), atol, rtol)
+            try:  # the candidate's failures are findings, caught inside; this is the node's
+                probe.run(x, np.asarray(captured[probe.grid_name]), atol, rtol)
+            except Exception as error:  # noqa: BLE001  (runtimes' errors have many types)
+                raise VerificationSetupError(
+                    f"GridSample {probe.check.name!r} alone failed on the values it sees: "
+                    f"{first_line(error)}"
+                ) from None
 
     def _compare_outputs(self, expected: list, feeds: dict) -> None:
         try:
@@ -244,6 +306,13 @@ def _native(site: Site) -> bool:
     if site.spec is None:
         return site.location.startswith("function")
     return site.spec.onnxruntime_native and site.spelling_ok
+
+
+def _why_not_onnxruntime(plan: InputPlan) -> str:
+    """Why onnxruntime cannot judge the given inputs (its GridSample is undefined), or ""."""
+    if not _finite(plan.given):
+        return _NON_FINITE
+    return _FAR_GRID if plan.far_grid() else ""
 
 
 def _finite(given: dict[str, np.ndarray]) -> bool:

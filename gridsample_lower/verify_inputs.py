@@ -12,6 +12,7 @@ of unknown rank, a sequence) must be given; the error says so.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import zipfile
 from collections.abc import Iterable, Mapping
@@ -25,6 +26,7 @@ from gridsample_lower.inventory import Site
 __all__ = ["DEFAULT_DIM", "InputPlan", "VerificationSetupError", "load_inputs"]
 
 DEFAULT_DIM = 3  # the size of a symbolic dimension nobody named
+_MAX_VALUES = 2**28  # invented values per sample: 2 GiB in the float64 they are drawn in
 _GRID_RANGE = 1.25
 # Operands that hold shapes, sizes or axes: random values would make no sense there.
 _SHAPE_OPERANDS = {
@@ -61,22 +63,35 @@ def load_inputs(specs: Iterable[str | os.PathLike]) -> dict[str, np.ndarray]:
 
 def _read_spec(spec: str) -> dict[str, np.ndarray]:
     if spec.endswith(".npz"):
-        return dict(_load(spec))
+        return _load(spec, dict)
     # NAME:FILE.npy; a name may hold ':' (tf2onnx's "x:0"), so try each split.
     for k, char in enumerate(spec):
         if char == ":" and k and spec.endswith(".npy") and os.path.isfile(spec[k + 1 :]):
-            return {spec[:k]: _load(spec[k + 1 :])}
+            return {spec[:k]: _load(spec[k + 1 :], np.ndarray)}
     raise VerificationSetupError(
         f"{spec}: expected FILE.npz or NAME:FILE.npy naming an existing file"
     )
 
 
-def _load(path: str):
+def _load(path: str, kind: type):
+    """An array (``kind`` np.ndarray) or an archive's arrays by name (``dict``); no pickles.
+
+    An archive's arrays are read here, where their errors (an object array) can be named.
+    """
     try:
-        return np.load(path, allow_pickle=False)
+        loaded = np.load(path, allow_pickle=False)
+        if isinstance(loaded, np.lib.npyio.NpzFile):
+            with loaded:
+                loaded = {name: loaded[name] for name in loaded.files}
+    except FileNotFoundError:
+        raise VerificationSetupError(f"{path}: no such file") from None
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
-        reason = "no such file" if isinstance(error, FileNotFoundError) else "not readable"
-        raise VerificationSetupError(f"{path}: {reason} ({type(error).__name__})") from None
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise VerificationSetupError(f"{path}: not readable ({reason})") from None
+    if not isinstance(loaded, kind):
+        what = "an .npz archive of arrays by input name" if kind is dict else "one .npy array"
+        raise VerificationSetupError(f"{path}: not {what}")
+    return loaded
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,11 +132,23 @@ class InputPlan:
         roles = _roles(model, sites, self.dims)
         todo = [v for v in inputs if v.name not in self.given and not v.is_initializer()]
         self._slots = [_slot(v, self.dims, roles) for v in todo]
+        _check_size(self._slots)
+        self._grids = [name for name in self.given if roles.get(name) not in (None, "x", "shape")]
+        sizes = [size for site in sites for size, _ in _lattice_of(site, self.dims) or ()]
+        self._far = 2.0**24 / max([1, *sizes])  # a coordinate is about g * L / 2
 
     @property
     def complete(self) -> bool:
         """Whether every input is given, so that one sample says all there is to say."""
         return not self._slots
+
+    def far_grid(self) -> bool:
+        """Whether a given grid value lands 2**23 pixels or more away on X's longest axis.
+
+        onnxruntime's float-to-integer conversion of such coordinates overflows (README, Safety).
+        """
+        magnitudes = (np.abs(self.given[name].astype(np.float64)) for name in self._grids)
+        return any(m.max(initial=0) >= self._far for m in magnitudes)
 
     def draw(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """One set of feeds: the given values and fresh random ones for the rest."""
@@ -207,6 +234,17 @@ def _slot(value: ir.Value, dims: Mapping[str, int], roles: dict[str, object]) ->
     return _Slot(value.name, dtype, shape, "grid", role if fits else ())
 
 
+def _check_size(slots: list[_Slot]) -> None:
+    """Refuse sizes (a typo in dims: N=99999999999) whose inputs no memory could hold."""
+    values = sum(math.prod(slot.shape) for slot in slots)
+    if values > _MAX_VALUES:
+        big = max(slots, key=lambda slot: math.prod(slot.shape))
+        raise VerificationSetupError(
+            f"inputs too large to invent: {values:.3g} values per sample (at most 2**28), "
+            f"{big.name!r} is {list(big.shape)}; give smaller sizes with dims (--dim)"
+        )
+
+
 def _roles(model: ir.Model, sites: list[Site], dims: Mapping[str, int]) -> dict[str, object]:
     """Per graph input: "shape", a lattice tuple (it is a grid), "grid" (feeds one) or "x"."""
     inputs = {v.name for v in model.graph.inputs}
@@ -288,8 +326,13 @@ def _draw(slot: _Slot, rng: np.random.Generator):
 
 
 def _lattice_points(size: int, align_corners: int) -> np.ndarray | None:
-    """Grid values that land on X's samples and half-way between them, one step beyond."""
+    """Grid values that land on X's samples and half-way between them, one step beyond.
+
+    None where there are none to divide by: an empty axis, one pixel with align_corners.
+    """
     pixels = np.arange(-2, 2 * size + 1) / 2.0  # -1, -0.5, ..., size
+    if size < 1 + align_corners:
+        return None
     if align_corners:
-        return None if size < 2 else 2 * pixels / (size - 1) - 1
+        return 2 * pixels / (size - 1) - 1
     return (2 * pixels + 1) / size - 1

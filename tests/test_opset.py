@@ -380,6 +380,21 @@ def test_targets_outside_the_range_or_the_direction_are_refused(convert, message
         convert(model)
 
 
+@pytest.mark.parametrize(
+    "convert,message",
+    [
+        (lambda m: upgrade(m, "20"), "opset must be an int, not str"),
+        (lambda m: downgrade(m, 16.0), "opset must be an int, not float"),
+        (lambda m: upgrade("m.onnx"), "upgrade expects an onnx.ModelProto or an onnx_ir.Model"),
+        (lambda m: downgrade("m.onnx"), "downgrade expects an onnx.ModelProto or an onnx_ir"),
+    ],
+)
+def test_arguments_of_the_wrong_type_are_type_errors(convert, message):
+    model = gridsample_model([1, 1, 3, 3], [1, 2, 2, 2], opset=18)
+    with pytest.raises(TypeError, match=message):
+        convert(model)
+
+
 def test_pass_select_lowers_only_the_selected_nodes(rng):
     model = ir.serde.deserialize_model(onnx.parser.parse_model(MIXED_RANKS))
     result = LowerGridSamplePass(select=lambda _name, spec: spec.rank == 3)(model)

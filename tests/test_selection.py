@@ -181,6 +181,46 @@ def test_filters(model):
     assert _kept(lower(model, ranks=[3])) == ["A", "B"]
 
 
+def test_a_bare_str_is_one_name_or_mode_and_opset16_names_are_aliases(model):
+    assert _kept(lower(model, only="B")) == ["A", "C"]
+    assert _kept(lower(model, skip="B")) == ["B"]
+    assert _kept(lower(model, modes="linear")) == ["B"]
+    assert _kept(lower(model, modes=["bilinear"])) == ["B"]
+    assert _kept(lower(model, ranks=3)) == ["A", "B"]
+
+
+@pytest.mark.parametrize(
+    "choices,error,message",
+    [
+        ({"only": ["b"]}, ValueError, r"only: no GridSample named 'b' .*\(it has: 'A', 'B', 'C'\)"),
+        ({"skip": "D"}, ValueError, "skip: no GridSample named 'D'"),
+        ({"modes": ["cubic"]}, ValueError, "modes: no GridSample of mode 'cubic'"),
+        ({"ranks": [1]}, ValueError, r"ranks: no GridSample of rank 1 .*\(it has: 2, 3\)"),
+        ({"modes": ["foo"]}, ValueError, "unknown mode 'foo'; expected one of linear, nearest"),
+        ({"ranks": [0]}, ValueError, "ranks must be at least 1, not 0"),
+        ({"ranks": ["2"]}, TypeError, "ranks: expected int values, got str"),
+        ({"only": 5}, TypeError, "only: expected str values, got int"),
+        ({"index_dtype": "int16"}, ValueError, "index_dtype must be int32 or int64"),
+        ({"index_dtype": 1.5}, TypeError, "index_dtype must be a str or a data type"),
+    ],
+)
+def test_bad_choices_are_refused(model, choices, error, message):
+    with pytest.raises(error, match=message):
+        lower(model, **choices)
+
+
+def test_index_dtype_as_an_onnx_tensor_type(model):
+    lowered = lower(model, index_dtype=onnx.TensorProto.INT32)
+    assert lowered.SerializeToString() == lower(model, index_dtype="int32").SerializeToString()
+    assert lowered.SerializeToString() != lower(model, index_dtype="int64").SerializeToString()
+
+
+def test_a_path_is_not_a_model(tmp_path, model):
+    onnx.save(model, tmp_path / "m.onnx")
+    with pytest.raises(TypeError, match="expects an onnx.ModelProto or an onnx_ir.Model, not str"):
+        lower(str(tmp_path / "m.onnx"))
+
+
 def test_lowered_with_kept_nodes_still_computes_the_same(model, rng):
     lowered = lower(model, target="openvino")
     feeds = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import ml_dtypes
 import numpy as np
@@ -333,3 +334,68 @@ def test_progress_is_reported():
     verify(two_warps(), lower(two_warps()), samples=2, progress=lambda *a: steps.append(a))
     assert len(steps) == 2 * (2 + 2) and steps[0][:2] == (0, 8)
     assert [s[0] for s in steps] == list(range(8)) and "warp_b" in steps[-1][2]
+
+
+def test_unreadable_npz_files_are_setup_errors(tmp_path):
+    model = gridsample_model([1, 2, 5, 6], [1, 3, 4, 2])
+    np.savez(tmp_path / "objects.npz", X=np.array([1, "a", None], dtype=object))
+    np.save(tmp_path / "plain.npy", np.zeros((1, 2, 5, 6), np.float32))
+    (tmp_path / "plain.npy").rename(tmp_path / "renamed.npz")
+    with pytest.raises(VerificationSetupError, match="objects.npz: not readable .*Object arr"):
+        verify(model, lower(model), tmp_path / "objects.npz")
+    with pytest.raises(VerificationSetupError, match="renamed.npz: not an .npz archive"):
+        verify(model, lower(model), str(tmp_path / "renamed.npz"))
+
+
+@pytest.mark.parametrize(
+    "options,error,message",
+    [
+        ({"seed": -1}, VerificationSetupError, "seed must be at least 0, not -1"),
+        ({"samples": 1.5}, TypeError, "samples must be an int, not float"),
+        ({"dims": {"N": -1}}, VerificationSetupError, "dimension 'N' must be at least 1"),
+        ({"dims": {"N": 0}}, VerificationSetupError, "dimension 'N' must be at least 1"),
+        ({"dims": {"N": "3"}}, TypeError, "dimension 'N' must be an int, not str"),
+        ({"dims": {"N": 10**11}}, VerificationSetupError, "inputs too large to invent"),
+        ({"atol": "x"}, TypeError, "atol must be a number or a mapping"),
+        ({"rtol": 1e400}, VerificationSetupError, "rtol must be finite and >= 0, not inf"),
+        ({"atol": {"Y": float("nan")}}, VerificationSetupError, "atol for 'Y' must be finite"),
+        ({"inputs": [np.zeros(3)]}, TypeError, "inputs must be a mapping"),
+    ],
+)
+def test_bad_arguments_raise_type_or_setup_errors(options, error, message):
+    model = gridsample_model(["N", 2, 5, 6], ["N", 3, 4, 2])
+    with pytest.raises(error, match=message):
+        verify(model, lower(model), **options)
+
+
+def test_nothing_compared_is_not_a_pass(tmp_path):
+    (tmp_path / "empty.onnx").write_bytes(b"")
+    with pytest.raises(VerificationSetupError, match="empty.onnx: not an ONNX model"):
+        verify(tmp_path / "empty.onnx", tmp_path / "empty.onnx")
+    with pytest.raises(VerificationSetupError, match="nothing to compare: no output"):
+        verify(onnx.ModelProto(), onnx.ModelProto())
+    model = gridsample_model(["N", 2, 5, 6], ["N", 3, 4, 2])
+    empty = {"X": np.zeros((0, 2, 5, 6), np.float32), "grid": np.zeros((0, 3, 4, 2), np.float32)}
+    with pytest.raises(VerificationSetupError, match="every output is empty"):
+        verify(model, lower(model), empty)
+
+
+def test_an_empty_spatial_axis_is_a_setup_error_without_warnings(rng):
+    model = gridsample_model([1, 2, "H", 6], [1, 3, 4, 2])
+    ir_model = ir.serde.deserialize_model(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no division by the axis size
+        InputPlan(ir_model, find_gridsamples(ir_model), dims={"H": 0}).draw(rng)
+        given = {"X": np.zeros((1, 2, 0, 6), np.float32)}
+        with pytest.raises(VerificationSetupError, match="'gs' alone failed"):
+            verify(model, lower(model), given)
+
+
+def test_grid_values_too_far_for_onnxruntime_are_judged_by_onnx_reference(rng):
+    model = gridsample_model([1, 2, 5, 6], [1, 3, 4, 2])
+    grid = rng.choice([-1e30, 1e30, 0.5], size=(1, 3, 4, 2)).astype(np.float32)
+    report = verify(model, lower(model), {"grid": grid}, samples=1)
+    assert report.ok and report.oracle == "onnx.reference", report.table()
+    assert "beyond 2**23 pixels" in report.notes[0]
+    near = verify(model, lower(model), {"grid": np.clip(grid, -1e4, 1e4)}, samples=1)
+    assert near.ok and near.oracle == "onnxruntime" and not near.notes

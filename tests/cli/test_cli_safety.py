@@ -219,9 +219,6 @@ def test_the_report_never_replaces_a_model_file(external, command, report, args,
     assert snapshot(external.parent) == before
 
 
-@pytest.mark.xfail(
-    strict=True, reason="needs the cli/verify.py change: check_report before the check"
-)
 @pytest.mark.parametrize("report", ["m.onnx", "weights.bin", "c.onnx"])
 def test_verify_report_never_replaces_a_model(external, report):
     candidate = external.parent / "c.onnx"

@@ -197,3 +197,41 @@ def test_inspect_judges_a_node_in_a_branch_as_lower_does(tmp_path):
 def test_bad_target_is_a_usage_error(tmp_path):
     result = cli("lower", EXAMPLE, "-o", tmp_path / "o.onnx", "--target", "tpu9000")
     assert result.returncode == 2 and "tpu9000" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--only", "warp_0"], "only: no GridSample named 'warp_0' in the model (it has: 'warp')"),
+        (["--skip", "nosuch"], "skip: no GridSample named 'nosuch'"),
+        (["--ranks", "7"], "ranks: no GridSample of rank 7 in the model (it has: 2)"),
+        (["--modes", "cubic"], "modes: no GridSample of mode 'cubic' in the model"),
+    ],
+)
+def test_a_filter_that_matches_nothing_is_refused(tmp_path, args, message):
+    src, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(gridsample_model([1, 1, 3, 3], [1, 2, 2, 2], name="warp"), src)
+    result = cli("lower", src, "-o", out, *args)
+    assert result.returncode == 2 and not out.exists()
+    assert result.stderr.startswith(f"error: {src}: {message}")
+    assert len(result.stderr.splitlines()) == 1
+    listed = cli("inspect", src, *args)
+    assert listed.returncode == 2 and message in listed.stderr
+
+
+def test_inspect_names_unnamed_nodes_as_lower_does(tmp_path):
+    src = tmp_path / "m.onnx"
+    onnx.save(gridsample_model([1, 1, 3, 3], [1, 2, 2, 2], name=""), src)
+    result = cli("inspect", src, "--json", "--only", "GridSample_0")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["name"] == "GridSample_0"
+    assert json.loads(result.stdout)["would"] == "lower"
+
+
+def test_a_check_that_compares_nothing_writes_nothing(tmp_path):
+    src, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(gridsample_model(["N", 1, 3, 3], ["N", 2, 2, 2]), src)
+    result = cli("lower", src, "-o", out, "--dim", "N=0")
+    assert result.returncode == 2 and not out.exists()
+    assert "dimension 'N' must be at least 1, not 0" in result.stderr
+    assert len(result.stderr.splitlines()) == 1

@@ -140,3 +140,47 @@ def test_progress_shows_on_stderr_once_a_check_runs_long(capsys):
     progress(2, 8, "sample 1: GridSample 'warp_a'")  # within 2 s of the last line: skipped
     progress.close()
     assert capsys.readouterr().err == "verifying 1/8: sample 1: candidate\n"
+
+
+@pytest.fixture
+def symbolic(tmp_path):
+    """Paths of a model with a symbolic batch N and of its lowering."""
+    model = gridsample_model(["N", 2, 5, 6], ["N", 3, 4, 2])
+    paths = tmp_path / "ref.onnx", tmp_path / "low.onnx"
+    onnx.save(model, paths[0])
+    onnx.save(lower(model), paths[1])
+    return paths
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--seed", "-1"], "seed must be at least 0, not -1"),
+        (["--dim", "N=99999999999"], "inputs too large to invent"),
+        (["--dim", "N=0"], "the size of dimension 'N' must be at least 1, not 0"),
+        (["--rtol", "1e400"], "rtol must be finite and >= 0, not inf"),
+        (["--inputs", "objects.npz"], "objects.npz: not readable"),
+        (["--inputs", "renamed.npz"], "renamed.npz: not an .npz archive"),
+    ],
+)
+def test_bad_values_are_one_line_and_exit_2(symbolic, tmp_path, args, message):
+    np.savez(tmp_path / "objects.npz", X=np.array([1, "a", None], dtype=object))
+    np.save(tmp_path / "plain.npy", np.zeros((1, 2, 5, 6), np.float32))
+    (tmp_path / "plain.npy").rename(tmp_path / "renamed.npz")
+    result = cli("verify", *symbolic, *args, cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.startswith(f"error: {message}")
+    assert len(result.stderr.splitlines()) == 1, result.stderr  # no warning, no traceback
+
+
+def test_onnxruntime_logs_nothing_on_stderr(symbolic, tmp_path):
+    model = onnx.load(symbolic[0])
+    (mode,) = [a for a in model.graph.node[0].attribute if a.name == "mode"]
+    mode.s = b"quintic"  # onnxruntime refuses it, and logs why
+    onnx.save(model, tmp_path / "bad.onnx")
+    result = cli("verify", symbolic[0], tmp_path / "bad.onnx", "-q")
+    assert result.returncode == 1 and result.stderr == ""
+    assert "quintic" in result.stdout
+    x = np.zeros((1, 2, 5, 6), np.float32)
+    np.save(tmp_path / "x.npy", x)
+    result = cli("verify", *symbolic, "--inputs", f"X:{tmp_path / 'x.npy'}", "--dim", "N=5")
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
