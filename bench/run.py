@@ -247,9 +247,9 @@ def one_by_one(runners: dict, budget: float) -> dict[str, list[float]]:
 
 def markdown(rows: list[dict]) -> str:
     lines = [
-        "| case | native ms | lowered static (ratio) | symbolic N, spatial (ratio) "
+        "| case | shape | native ms | lowered static (ratio) | symbolic N, spatial (ratio) "
         "| all symbolic (ratio) | torch ms | lowered / torch | nodes |",
-        "|---" * 8 + "|",
+        "|---" * 9 + "|",
     ]
     for r in rows:
         ms = r["ms"]

@@ -27,7 +27,7 @@ import os
 import ml_dtypes
 import numpy as np
 from conftest import assert_close, gridsample_model
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -161,8 +161,7 @@ def test_lowered_matches_the_reference(case):
 def test_lowered_matches_onnxruntime_where_it_runs(case):
     """Finite grids, float32/float64: onnxruntime's kernel and the reference agree with us."""
     config, x, grid, symbolic = case
-    if not _onnxruntime_defines(config, x, grid):  # size-1 axes under reflection, align=1
-        return
+    assume(_onnxruntime_defines(config, x, grid))  # not size-1 axes under reflection, align=1
     actual = _run_lowered(config, x, grid, symbolic)
     native = _symbolic_runner(grid.shape[-1], config, x.dtype, grid.dtype, False)
     assert_close(actual, native({"X": x, "grid": grid})[0], config[0], x.dtype)
