@@ -101,10 +101,10 @@ def inspect(model_path, as_json, **choices) -> None:
     The last column says what `lower` would do with the same options, and why.
     """
     model = ir.serde.deserialize_model(read_model(model_path).proto)
-    name_unnamed(model, find_gridsamples(model))  # the names --only and --skip take
     rows = []
     with inferred_types(model):  # the target judges by shapes, as it does while lowering
         sites = find_gridsamples(model)
+        name_unnamed(model, sites)  # the names --only and --skip take
         try:
             selection = selection_of(**choices)
             selection.check_matches(sites)  # as lower refuses a filter that matches nothing

@@ -28,7 +28,7 @@ from gridsample_lower.inventory import Site, find_gridsamples, inferred_types, i
 from gridsample_lower.protos import graphs
 from gridsample_lower.rule import RULE_NAME, gridsample_rule
 from gridsample_lower.selection import Selection, selects
-from gridsample_lower.spec import _OPSET16_NAMES, MODES, GridSampleSpec, UnsupportedGridSample
+from gridsample_lower.spec import MODE_NAMES, GridSampleSpec, UnsupportedGridSample
 from gridsample_lower.targets import Target, get_target
 
 __all__ = [
@@ -246,11 +246,10 @@ def selection_of(
     chosen = get_target(target)
     if index_dtype is not None:
         chosen = dataclasses.replace(chosen, index_dtype=_index_dtype(index_dtype))
-    mode_names = {**{mode: mode for mode in MODES}, **_OPSET16_NAMES}  # opset-16 names too
     modes, ranks = _items(modes, "modes", str), _items(ranks, "ranks", numbers.Integral)
-    unknown = [mode for mode in modes if mode not in mode_names]
+    unknown = [mode for mode in modes if mode not in MODE_NAMES]
     if unknown:
-        raise ValueError(f"unknown mode {unknown[0]!r}; expected one of {', '.join(mode_names)}")
+        raise ValueError(f"unknown mode {unknown[0]!r}; expected one of {', '.join(MODE_NAMES)}")
     if any(rank < 1 for rank in ranks):
         raise ValueError(f"ranks must be at least 1, not {min(ranks)}")
     return Selection(
@@ -258,7 +257,7 @@ def selection_of(
         lower_all,
         frozenset(_items(only, "only", str)),
         frozenset(_items(skip, "skip", str)),
-        frozenset(mode_names[mode] for mode in modes),
+        frozenset(MODE_NAMES[mode] for mode in modes),
         frozenset(int(rank) for rank in ranks),
     )
 

@@ -14,6 +14,7 @@ import onnx_ir as ir
 __all__ = [
     "ALIGN_CORNERS",
     "MODES",
+    "MODE_NAMES",
     "PADDING_MODES",
     "GridSampleSpec",
     "UnsupportedGridSample",
@@ -27,6 +28,8 @@ ALIGN_CORNERS = (0, 1)
 # Opset 20 renamed the modes; both spellings mean the same thing.
 _OPSET16_NAMES = {"bilinear": "linear", "bicubic": "cubic", "nearest": "nearest"}
 _OPSET20_NAMES = {"linear": "linear", "cubic": "cubic", "nearest": "nearest"}
+# Every spelling of a mode, opset 16's and 20's: they mean the same at any opset.
+MODE_NAMES = {**{mode: mode for mode in MODES}, **_OPSET16_NAMES}
 
 FLOAT_TYPES = frozenset(
     {ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE}
@@ -109,7 +112,7 @@ class GridSampleSpec:
                 )
             attrs[key] = None if attr is None else attr.value
         spelled = attrs["mode"] or "linear"
-        mode = {**_OPSET16_NAMES, **_OPSET20_NAMES}.get(spelled)
+        mode = MODE_NAMES.get(spelled)
         if mode is None:
             raise UnsupportedGridSample(name, f"unknown mode {spelled!r}")
         padding = attrs["padding_mode"] or "zeros"
