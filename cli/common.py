@@ -8,6 +8,7 @@ errors become one-line failures. Also the verifier's options and how a command r
 
 from __future__ import annotations
 
+import contextlib
 import math
 import pathlib
 import sys
@@ -29,6 +30,7 @@ from gridsample_lower.verify import (
 __all__ = [
     "MODEL_PATH",
     "Failure",
+    "OneLineUsage",
     "check_report",
     "checkable",
     "fits_the_check",
@@ -55,6 +57,33 @@ class Failure(click.ClickException):
 
     def show(self, file=None) -> None:
         click.echo(f"error: {self.format_message()}", err=True)
+
+
+class OneLineUsage(click.Group):
+    """A command group whose usage errors, like every other failure, are one line on stderr.
+
+    click prints three (usage, a hint, the error); here the hint joins the error's line. Help
+    for a bare ``gridsample-lower`` is kept.
+    """
+
+    def make_context(self, *args, **kwargs) -> click.Context:
+        with _one_line_usage():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx: click.Context):
+        with _one_line_usage():
+            return super().invoke(ctx)
+
+
+@contextlib.contextmanager
+def _one_line_usage():
+    try:
+        yield
+    except click.exceptions.NoArgsIsHelpError:
+        raise
+    except click.UsageError as error:
+        path = error.ctx.command_path if error.ctx else "gridsample-lower"
+        raise Failure(f"{error.format_message()} (try '{path} --help')", error.exit_code) from None
 
 
 def read_model(path: pathlib.Path, *, check: bool = False, hint: str = "") -> ModelFile:

@@ -12,7 +12,14 @@ import sys
 import click
 import onnx_ir as ir
 from gridsample_lower.cli.choices import selection_options
-from gridsample_lower.cli.common import MODEL_PATH, Failure, read_model, say, verify_options
+from gridsample_lower.cli.common import (
+    MODEL_PATH,
+    Failure,
+    OneLineUsage,
+    read_model,
+    say,
+    verify_options,
+)
 from gridsample_lower.cli.convert import downgrade, upgrade
 from gridsample_lower.cli.output import (
     copy_unchanged,
@@ -34,7 +41,7 @@ __all__ = ["main"]
 SELECTION_KEYS = ("target", "lower_all", "only", "skip", "modes", "ranks", "index_dtype")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=OneLineUsage, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(gridsample_lower.__version__, prog_name="gridsample-lower")
 def main() -> None:
     """Lower ONNX GridSample to ops every runtime has (Gather, Floor, Where, Mul, ...)."""

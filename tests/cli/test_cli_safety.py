@@ -171,6 +171,7 @@ def test_output_usage_errors(inline, args, message):
     with_dir = [inline.parent / a if a.endswith(".onnx") else a for a in args]
     result = run("lower", inline, *with_dir)
     assert result.exit_code == 2 and message in result.stderr
+    assert len(result.stderr.splitlines()) == 1
 
 
 @pytest.mark.parametrize("out,message", [(".", "is a directory"), ("no/o.onnx", "does not exist")])

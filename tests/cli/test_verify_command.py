@@ -94,6 +94,7 @@ def test_bad_usage_is_exit_2(warps, args, message):
     ref, good, _ = warps
     result = in_process("verify", ref, good, *args)
     assert result.exit_code == 2 and message in result.stderr, result.stderr
+    assert len(result.stderr.splitlines()) == 1
     assert result.exception is None or isinstance(result.exception, SystemExit)
 
 
