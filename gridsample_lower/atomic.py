@@ -52,7 +52,7 @@ def temporaries(*targets: pathlib.Path) -> Iterator[list[pathlib.Path]]:
     made: list[pathlib.Path] = []
     try:
         for target in targets:
-            path = directory_of(target) / f".{target.name}.{secrets.token_hex(8)}.tmp"
+            path = _beside(target)
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
             made.append(path)
         yield made
@@ -62,17 +62,68 @@ def temporaries(*targets: pathlib.Path) -> Iterator[list[pathlib.Path]]:
 
 
 def commit(pairs: list[tuple[pathlib.Path, pathlib.Path]]) -> None:
-    """Sync each staged file, then rename each over its target, in order, and sync the renames."""
+    """Sync each staged file, then rename each over its target, in order, and sync the renames.
+
+    All or nothing: a later rename failing (the model's) would leave the new data beside the
+    old model it does not match, so each target but the last is first kept aside, put back if a
+    rename fails, and removed once all are in place.
+    """
     for staged, target in pairs:
         if target.exists():
             shutil.copymode(target, staged)
         with open(staged, "rb") as file:
             os.fsync(file.fileno())
     with _RENAMES:
-        for staged, target in pairs:
-            os.replace(staged, target)
+        kept: list[tuple[pathlib.Path, pathlib.Path | None]] = []
+        try:
+            for staged, target in pairs:
+                if len(kept) < len(pairs) - 1:
+                    kept.append((target, _keep_aside(target)))
+                os.replace(staged, target)
+        except BaseException:
+            for target, old in reversed(kept):
+                _put_back(target, old)
+            raise
+        for _, old in kept:
+            if old is not None:
+                with contextlib.suppress(OSError):  # the write is done: a leftover is no failure
+                    old.unlink(missing_ok=True)
     for directory in {os.path.dirname(os.path.abspath(target)) for _, target in pairs}:
         _sync_directory(directory)
+
+
+def _beside(target: pathlib.Path) -> pathlib.Path:
+    return directory_of(target) / f".{target.name}.{secrets.token_hex(8)}.tmp"
+
+
+def _keep_aside(target: pathlib.Path) -> pathlib.Path | None:
+    """A second name beside ``target`` for its file, or None if there is no file.
+
+    A hard link, so ``target`` stays in place; where links fail, a rename (``target`` is then
+    missing until the rename that follows).
+    """
+    aside = _beside(target)
+    try:
+        os.link(target, aside)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        os.rename(target, aside)
+    return aside
+
+
+def _put_back(target: pathlib.Path, old: pathlib.Path | None) -> None:
+    """Make ``target`` as it was: ``old``, its file kept aside, or no file if None.
+
+    If ``old`` cannot be renamed back it is left, rather than lose the only copy.
+    """
+    with contextlib.suppress(OSError):
+        if old is None:
+            target.unlink(missing_ok=True)
+        else:
+            if not same_file(old, target):  # not still the same file (a link, never replaced)
+                os.replace(old, target)
+            old.unlink(missing_ok=True)
 
 
 def same_file(a: pathlib.Path, b: pathlib.Path) -> bool:

@@ -221,6 +221,26 @@ def test_a_failed_staging_leaves_no_temporary(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("old_data", ["out.bin", None])
+def test_a_failed_model_rename_puts_the_old_data_back(tmp_path, monkeypatch, old_data):
+    """The new data file is renamed in, then the model's rename fails: the old pair is kept."""
+    target = tmp_path / "out.onnx"
+    model_io.save_model(weighted_model(0), target, external_data=old_data)
+    before = snapshot(tmp_path)
+    real = os.replace
+
+    def refuse_the_model(src, dst):
+        if pathlib.Path(dst) == target:
+            raise OSError(16, "Device or resource busy")
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", refuse_the_model)
+    with pytest.raises(ModelFileError, match="out.onnx: cannot write .Device or resource busy"):
+        model_io.save_model(weighted_model(1), target, external_data="out.bin")
+    assert snapshot(tmp_path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(before)
+
+
 def test_a_link_is_written_through(tmp_path):
     """Saving to a symbolic link replaces the file it points at, not the link."""
     (tmp_path / "real.onnx").write_bytes(b"old")
