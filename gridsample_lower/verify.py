@@ -33,11 +33,11 @@ from gridsample_lower.verify_inputs import (
 )
 from gridsample_lower.verify_nodes import (
     NodeProbe,
+    Oracle,
     Runner,
     candidate_runner,
     expose,
     first_line,
-    model_runner,
     probe_nodes,
 )
 from gridsample_lower.verify_report import NodeCheck, OutputCheck, VerificationReport, compare
@@ -214,6 +214,7 @@ class _Run:
         self._load_reference(native=all(_native(site) for site in sites) and not untrusted)
         for probe in probes:
             probe.native = probe.native and not untrusted
+            probe.notes = self.notes
         self.run_candidate, self.candidate_runtime = self._candidate_runner(cand)
         self.probes, self.bounds = probes, bounds
         self.names = [o.name for o in ref.graph.output]
@@ -242,9 +243,14 @@ class _Run:
         self.notes.append("output names differ: outputs compared by position")
         return list(range(len(names)))
 
+    @property
+    def oracle(self) -> str:
+        """What runs the reference now."""
+        return self.run_reference.runtime
+
     def _load_reference(self, *, native: bool) -> None:
         try:
-            self.run_reference, self.oracle = model_runner(self.reference, native=native)
+            self.run_reference = Oracle(self.reference, native=native, notes=self.notes)
         except Exception as error:  # noqa: BLE001
             raise VerificationSetupError(
                 f"no runtime can run the reference: {first_line(error)}"
@@ -255,13 +261,7 @@ class _Run:
         try:
             return self.run_reference(feeds)
         except Exception as error:  # noqa: BLE001
-            if self.oracle != "onnxruntime":
-                raise VerificationSetupError(f"the reference failed: {first_line(error)}") from None
-            self.notes.append(
-                f"onnxruntime failed on the reference ({first_line(error)}); onnx.reference ran it"
-            )
-            self._load_reference(native=False)
-            return self._run_reference(feeds)
+            raise VerificationSetupError(f"the reference failed: {first_line(error)}") from None
 
     def sample(self, feeds: dict, k: int, samples: int, progress: Progress) -> None:
         """Run one input set through everything and fold the figures into the checks."""

@@ -1,11 +1,13 @@
 """Isolate each GridSample: run the node alone and the candidate's region lowered from it.
 
 The reference is run with every GridSample's X and grid exposed as extra outputs (``expose``).
-Each node is then run alone on those values (onnxruntime where it runs the configuration
-natively, else ``onnx.reference`` with ``reference.GridSampleKernel``), and so is its region in
-the candidate: the nodes the lowering named ``<GridSample name>/<Op>_<k>``, whose output is the
-one produced for the GridSample's output name (or else the only one used outside the region),
-or the GridSample of that name if the candidate kept it (partial lowering, opset conversion).
+Each node is then run alone on those values by an ``Oracle``, the same choice of runtime the
+whole reference gets: onnxruntime where it runs the configuration natively, else (or once
+onnxruntime refuses the node at run time, say for an empty spatial axis) ``onnx.reference`` with
+``reference.GridSampleKernel``. So is its region in the candidate: the nodes the lowering named
+``<GridSample name>/<Op>_<k>``, whose output is the one produced for the GridSample's output
+name (or else the only one used outside the region), or the GridSample of that name if the
+candidate kept it (partial lowering, opset conversion).
 A node in a subgraph or a function body, or without such a region, is not isolated: it gets an
 unchecked ``NodeCheck`` saying why, and only the whole-model comparison covers it.
 """
@@ -31,6 +33,7 @@ from gridsample_lower.verify_report import NodeCheck, compare
 
 __all__ = [
     "NodeProbe",
+    "Oracle",
     "Runner",
     "candidate_runner",
     "expose",
@@ -60,6 +63,40 @@ def model_runner(
     return (lambda feeds: evaluator.run(None, feeds)), "onnx.reference"
 
 
+class Oracle:
+    """Runs a reference model: the one choice of runtime for the whole model and for each node.
+
+    onnxruntime if ``native`` and it loads the model (``model_runner``), else onnx.reference. If
+    onnxruntime then fails to run it (a configuration its kernel refuses only at run time), that
+    call and every later one run in onnx.reference, and ``notes`` gets a line saying why;
+    ``runtime`` is what runs it now. Failures of onnx.reference are raised.
+    """
+
+    def __init__(
+        self,
+        model: onnx.ModelProto,
+        *,
+        native: bool = True,
+        threads: int = 0,
+        what: str = "the reference",
+        notes: list[str] | None = None,
+    ) -> None:
+        self.model, self.threads, self.what = model, threads, what
+        self.notes = [] if notes is None else notes
+        self._run, self.runtime = model_runner(model, native=native, threads=threads)
+
+    def __call__(self, feeds: dict) -> list[np.ndarray]:
+        try:
+            return self._run(feeds)
+        except Exception as error:  # noqa: BLE001  (runtimes' errors have many types)
+            if self.runtime != "onnxruntime":
+                raise
+            why = first_line(error)
+        self._run, self.runtime = model_runner(self.model, native=False, threads=self.threads)
+        self.notes.append(f"onnxruntime failed on {self.what} ({why}); onnx.reference ran it")
+        return self._run(feeds)
+
+
 def _inline_functions(model: onnx.ModelProto) -> onnx.ModelProto:
     """Inline model-local functions (defaults kept): onnx.reference ignores new_ops in them."""
     if not model.functions:
@@ -86,32 +123,37 @@ class NodeProbe:
     types: dict[str, int]  # ONNX element type of X and grid by name
     mode: str
     kept_native: bool = True  # False: the candidate kept a GridSample onnxruntime cannot run
-    _runners: dict[str, Runner] = dataclasses.field(default_factory=dict)
+    notes: list[str] = dataclasses.field(default_factory=list)  # where an oracle fell back
+    _oracles: dict[bool, Oracle] = dataclasses.field(default_factory=dict)  # by native
+    _region_runner: Runner | None = None
 
     def run(self, x: np.ndarray, grid: np.ndarray, atol: float, rtol: float) -> None:
         """Run both on one sample's X and grid; fold the comparison into ``check``.
 
         onnxruntime's result is undefined for non-finite grid values: the reference judges those.
         """
-        finite = bool(np.isfinite(grid.astype(np.float64)).all())
-        (expected,) = self._runner("node" if finite else "reference")({"X": x, "grid": grid})
+        oracle = self._oracle(self.native and bool(np.isfinite(grid.astype(np.float64)).all()))
+        (expected,) = oracle({"X": x, "grid": grid})
+        known = self.check.oracle.split("+") if self.check.oracle else []
+        if oracle.runtime not in known:  # what judged it, after any fallback
+            self.check.oracle = "+".join([*known, oracle.runtime])
+        if self._region_runner is None:
+            region = candidate_runner(self.region_model, native=self.kept_native, threads=1)
+            self._region_runner = region[0]
         try:
-            (actual,) = self._runner("region")({self.x_name: x, self.grid_name: grid})
+            (actual,) = self._region_runner({self.x_name: x, self.grid_name: grid})
         except Exception as error:  # noqa: BLE001  (any failure of the candidate is a finding)
             self.check.problem = f"its region in the candidate failed: {first_line(error)}"
             return
         self.check.merge(compare(self.check.name, expected, actual, atol, rtol))
 
-    def _runner(self, key: str) -> Runner:
-        if key not in self._runners and key == "region":
-            region = candidate_runner(self.region_model, native=self.kept_native, threads=1)
-            self._runners[key] = region[0]
-        elif key not in self._runners:
-            native = self.native and key == "node"
-            self._runners[key], oracle = model_runner(self.node_model, native=native, threads=1)
-            known = self.check.oracle
-            self.check.oracle = f"{known}+{oracle}" if known and known != oracle else oracle
-        return self._runners[key]
+    def _oracle(self, native: bool) -> Oracle:
+        if native not in self._oracles:
+            what = f"GridSample {self.check.name!r} alone"
+            self._oracles[native] = Oracle(
+                self.node_model, native=native, threads=1, what=what, notes=self.notes
+            )
+        return self._oracles[native]
 
 
 def candidate_runner(

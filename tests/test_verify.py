@@ -16,6 +16,7 @@ from test_passes import IF_LOOP
 
 from gridsample_lower import lower
 from gridsample_lower.inventory import find_gridsamples
+from gridsample_lower.spec import GridSampleSpec
 from gridsample_lower.tolerances import tolerance
 from gridsample_lower.verify import (
     VerificationError,
@@ -380,15 +381,21 @@ def test_nothing_compared_is_not_a_pass(tmp_path):
         verify(model, lower(model), empty)
 
 
-def test_an_empty_spatial_axis_is_a_setup_error_without_warnings(rng):
+def test_an_empty_spatial_axis_is_judged_by_onnx_reference_without_warnings(rng):
     model = gridsample_model([1, 2, "H", 6], [1, 3, 4, 2])
     ir_model = ir.serde.deserialize_model(model)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no division by the axis size
         InputPlan(ir_model, find_gridsamples(ir_model), dims={"H": 0}).draw(rng)
         given = {"X": np.zeros((1, 2, 0, 6), np.float32)}
-        with pytest.raises(VerificationSetupError, match="'gs' alone failed"):
-            verify(model, lower(model), given)
+        report = verify(model, lower(model), given, samples=1)
+    # onnxruntime refuses the empty axis at run time: onnx.reference judges, whole and alone.
+    assert report.ok and report.oracle == "onnx.reference", report.table()
+    assert report.nodes[0].checked and report.nodes[0].oracle == "onnx.reference"
+    assert report.nodes[0].elements == report.outputs[0].elements == 24
+    refusal = "Dimension 2 has size 0); onnx.reference ran it"
+    assert [note.endswith(refusal) for note in report.notes] == [True, True], report.notes
+    assert "GridSample 'gs' alone" in report.notes[1]
 
 
 def test_grid_values_too_far_for_onnxruntime_are_judged_by_onnx_reference(rng):
@@ -399,3 +406,34 @@ def test_grid_values_too_far_for_onnxruntime_are_judged_by_onnx_reference(rng):
     assert "beyond 2**23 pixels" in report.notes[0]
     near = verify(model, lower(model), {"grid": np.clip(grid, -1e4, 1e4)}, samples=1)
     assert near.ok and near.oracle == "onnxruntime" and not near.notes
+
+
+@pytest.mark.parametrize(
+    "x_shape,grid_shape,mode,refusal",
+    [
+        ([1, 2, 5], [1, 4, 1], "linear", "Only 4-D or 5-D tensor is supported"),
+        ([1, 1, 3, 3, 3], [1, 1, 2, 2, 3], "cubic", "Only support GridSample Cubic mode in 4-D"),
+    ],
+    ids=["1d-linear", "3d-cubic"],
+)
+def test_a_node_onnxruntime_refuses_at_run_time_is_judged_by_onnx_reference(
+    x_shape, grid_shape, mode, refusal, monkeypatch
+):
+    """As the whole model does, a node onnxruntime loads but then refuses goes to onnx.reference.
+
+    A native table that promises more than the installed onnxruntime runs (as a table written for
+    another version would) hands each node to onnxruntime, which loads it and fails at run time.
+    """
+    model = gridsample_model(x_shape, grid_shape, mode, "border", 0)
+    candidate = lower(model)
+    impostor = lower(gridsample_model(x_shape, grid_shape, mode, "zeros", 0))
+    monkeypatch.setattr(GridSampleSpec, "onnxruntime_native", property(lambda spec: True))
+    report = verify(model, candidate, samples=1)
+    assert report.ok and report.oracle == "onnx.reference", report.table()
+    (node,) = report.nodes
+    assert node.checked and node.oracle == "onnx.reference" and node.elements > 0
+    alone = [note for note in report.notes if "GridSample 'gs' alone" in note]
+    assert len(alone) == 1 and refusal in alone[0], report.notes
+    report = verify(model, impostor, samples=2)
+    assert not report.ok and report.culprits == ["gs"], report.table()
+    assert report.nodes[0].oracle == "onnx.reference" and report.nodes[0].mismatches > 0
