@@ -577,17 +577,15 @@ def _batch_offsets(em: Emitter, rank: int, dtype: ir.DataType) -> ir.Value:
 
 
 # Types onnxruntime's Where takes: the gathered values can be masked (``_zero_slot_pays`` says
-# when that beats appending a zero to X); for the others (int16, uint16, uint64, bool, bfloat16)
-# the zero is always appended.
+# when that beats appending a zero to X); for the others (int8, int16, uint16, uint32, uint64,
+# bool, bfloat16) the zero is always appended. (int8 and uint32 only from onnxruntime 1.31 on.)
 _WHERE_TYPES = frozenset(
     {
         ir.DataType.FLOAT,
         ir.DataType.DOUBLE,
         ir.DataType.FLOAT16,
-        ir.DataType.INT8,
         ir.DataType.UINT8,
         ir.DataType.INT32,
-        ir.DataType.UINT32,
         ir.DataType.INT64,
         ir.DataType.STRING,
     }

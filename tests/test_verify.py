@@ -9,6 +9,7 @@ import ml_dtypes
 import numpy as np
 import onnx
 import onnx_ir as ir
+import onnxruntime
 import pytest
 from conftest import gridsample_model, make_grid, run_ort
 from onnx import helper
@@ -381,6 +382,9 @@ def test_nothing_compared_is_not_a_pass(tmp_path):
         verify(model, lower(model), empty)
 
 
+ORT_VERSION = tuple(int(part) for part in onnxruntime.__version__.split(".")[:2])
+
+
 def test_an_empty_spatial_axis_is_judged_by_onnx_reference_without_warnings(rng):
     model = gridsample_model([1, 2, "H", 6], [1, 3, 4, 2])
     ir_model = ir.serde.deserialize_model(model)
@@ -389,6 +393,9 @@ def test_an_empty_spatial_axis_is_judged_by_onnx_reference_without_warnings(rng)
         InputPlan(ir_model, find_gridsamples(ir_model), dims={"H": 0}).draw(rng)
         given = {"X": np.zeros((1, 2, 0, 6), np.float32)}
         report = verify(model, lower(model), given, samples=1)
+    if ORT_VERSION < (1, 29):  # it returned zeros for an empty axis then: nothing to fall back
+        assert report.ok and report.oracle == "onnxruntime", report.table()
+        return
     # onnxruntime refuses the empty axis at run time: onnx.reference judges, whole and alone.
     assert report.ok and report.oracle == "onnx.reference", report.table()
     assert report.nodes[0].checked and report.nodes[0].oracle == "onnx.reference"
