@@ -7,7 +7,8 @@ onnxruntime, then time each lowered graph side by side with native (the two in t
 torch.nn.functional.grid_sample on its own, and report medians and ratios (lowered / native:
 < 1 means the lowered graph is faster). Writes a markdown table and JSON.
 
-Run: ``pip install -e ".[bench]" && python bench/run.py [--quick] [--out bench/results]``.
+Run: ``pip install -e ".[bench]" && python bench/run.py [--quick] [--out bench/results]``;
+``--every-config`` times every mode, padding and align_corners onnxruntime's kernel runs.
 """
 
 from __future__ import annotations
@@ -48,6 +49,10 @@ CONFIGS_2D = [  # (mode, padding, align_corners)
 # static (the usual export); every size symbolic.
 SHAPE_KINDS = ("static", "symbolic", "all symbolic")
 CONFIGS_3D = [("linear", "zeros", 0), ("nearest", "zeros", 0), ("linear", "border", 0)]
+# --every-config: every configuration onnxruntime's kernel runs (2-D: all; 3-D: no cubic).
+PADDINGS = ("zeros", "border", "reflection")
+EVERY_2D = [(m, p, a) for m in ("linear", "nearest", "cubic") for p in PADDINGS for a in (0, 1)]
+EVERY_3D = [c for c in EVERY_2D if c[0] != "cubic"]
 # A grid stored in the model (a fixed warp): onnxruntime folds the lowered coordinate math.
 CONSTANT_GRID = [(("linear", "zeros", 0), SHAPES_2D[0]), (("cubic", "zeros", 0), SHAPES_2D[0])]
 CONSTANT_GRID += [(("linear", "zeros", 0), SHAPES_2D[1])]
@@ -118,11 +123,13 @@ def make_grid(kind: str, batch: int, out_shape: tuple, rng, dtype=np.float32) ->
     return grid.astype(dtype)
 
 
-def cases(quick: bool) -> list[Case]:
+def cases(quick: bool, every_config: bool = False) -> list[Case]:
     shapes = SHAPES_2D[:2] if quick else SHAPES_2D
-    out = [Case(m, p, a, x, o) for (x, o) in shapes for (m, p, a) in CONFIGS_2D]
-    out += [Case(m, p, a, *SHAPE_3D) for (m, p, a) in CONFIGS_3D]
-    out += [Case(m, p, a, x, o, constant_grid=True) for (m, p, a), (x, o) in CONSTANT_GRID]
+    configs_2d, configs_3d = (EVERY_2D, EVERY_3D) if every_config else (CONFIGS_2D, CONFIGS_3D)
+    out = [Case(m, p, a, x, o) for (x, o) in shapes for (m, p, a) in configs_2d]
+    out += [Case(m, p, a, *SHAPE_3D) for (m, p, a) in configs_3d]
+    if not every_config:
+        out += [Case(m, p, a, x, o, constant_grid=True) for (m, p, a), (x, o) in CONSTANT_GRID]
     return out
 
 
@@ -278,6 +285,11 @@ def _cpu_name() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="Two 2-D shapes only.")
+    parser.add_argument(
+        "--every-config",
+        action="store_true",
+        help="Every mode, padding and align_corners onnxruntime runs natively (102 cases).",
+    )
     parser.add_argument("--budget", type=float, default=0.6, help="Seconds per case.")
     parser.add_argument("--filter", default="", help="Only cases whose label contains this.")
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("bench/results"))
@@ -293,7 +305,7 @@ def main() -> None:
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     rows = []
-    for case in cases(args.quick):
+    for case in cases(args.quick, args.every_config):
         if args.filter in case.label:
             rows.append(measure(case, rng, args.budget, args.target, args.grid, args.alone))
             print(markdown(rows[-1:]).splitlines()[-1], flush=True)
