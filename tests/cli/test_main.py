@@ -239,8 +239,8 @@ def test_usage_errors_are_one_line(tmp_path, args, message):
 
 
 def test_a_bare_command_shows_its_help():
-    result = cli()
-    assert result.returncode == 2 and "Commands:" in result.stderr + result.stdout
+    result = cli()  # exit 2 from click 8.2 on, 0 before
+    assert result.returncode in (0, 2) and "Commands:" in result.stderr + result.stdout
 
 
 @pytest.mark.parametrize(
