@@ -75,15 +75,11 @@ class OneLineUsage(click.Group):
             return super().invoke(ctx)
 
 
-# click >= 8.2 shows the help of a bare command as a usage error (exit 2); 8.1 exits 0.
-_HELP_SHOWN = getattr(click.exceptions, "NoArgsIsHelpError", ())
-
-
 @contextlib.contextmanager
 def _one_line_usage():
     try:
         yield
-    except _HELP_SHOWN:
+    except click.exceptions.NoArgsIsHelpError:  # a bare command: its help, kept
         raise
     except click.UsageError as error:
         path = error.ctx.command_path if error.ctx else "gridsample-lower"

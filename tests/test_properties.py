@@ -187,8 +187,8 @@ def test_reflection_far_beyond_precision_stays_in_range(case):
     finite = np.isfinite(actual.astype(np.float64))
     assert (np.abs(np.where(finite, actual.astype(np.float64), 0)) <= bound).all()
     assert_close(
-        np.where(exact_points, actual, 0).astype(actual.dtype),
-        np.where(exact_points, expected, 0).astype(actual.dtype),
+        np.where(exact_points, actual, np.zeros((), actual.dtype)).astype(actual.dtype),
+        np.where(exact_points, expected, np.zeros((), expected.dtype)).astype(actual.dtype),
         config[0],
         x.dtype,
     )

@@ -224,23 +224,25 @@ def test_inspect_judges_a_node_in_a_branch_as_lower_does(tmp_path):
     "args,message",
     [
         (["lower", EXAMPLE, "--target", "tpu9000"], "'tpu9000' is not one of 'generic'"),
-        (["lower", EXAMPLE, "--bogus"], "No such option '--bogus'"),
+        (["lower", EXAMPLE, "--bogus"], "--bogus"),  # click's wording varies by version
         (["lower"], "Missing argument 'IN'. (try 'gridsample-lower lower --help')"),
         (["lower", EXAMPLE, "a.onnx"], "unexpected extra argument (a.onnx)"),
         (["frobnicate"], "No such command 'frobnicate'. (try 'gridsample-lower --help')"),
-        (["--bogus"], "No such option '--bogus'. (try 'gridsample-lower --help')"),
+        (["--bogus"], "--bogus"),
     ],
 )
 def test_usage_errors_are_one_line(tmp_path, args, message):
     result = cli(*args, "-o", tmp_path / "o.onnx") if args[0] == "lower" else cli(*args)
     assert result.returncode == 2 and result.stderr.startswith("error: "), result.stderr
     assert message in result.stderr and len(result.stderr.splitlines()) == 1
+    command = "gridsample-lower lower" if args[0] == "lower" else "gridsample-lower"
+    assert result.stderr.rstrip().endswith(f"(try '{command} --help')")
     assert not (tmp_path / "o.onnx").exists()
 
 
 def test_a_bare_command_shows_its_help():
-    result = cli()  # exit 2 from click 8.2 on, 0 before
-    assert result.returncode in (0, 2) and "Commands:" in result.stderr + result.stdout
+    result = cli()
+    assert result.returncode == 2 and "Commands:" in result.stderr + result.stdout
 
 
 @pytest.mark.parametrize(
