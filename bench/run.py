@@ -27,6 +27,7 @@ import onnxruntime as ort
 
 from gridsample_lower import lower
 from gridsample_lower.models import gridsample_model
+from gridsample_lower.spec import ALIGN_CORNERS, MODES, PADDING_MODES
 from gridsample_lower.tolerances import tolerance
 
 SHAPES_2D = [  # (N, C, H, W), output (H_out, W_out)
@@ -50,8 +51,7 @@ CONFIGS_2D = [  # (mode, padding, align_corners)
 SHAPE_KINDS = ("static", "symbolic", "all symbolic")
 CONFIGS_3D = [("linear", "zeros", 0), ("nearest", "zeros", 0), ("linear", "border", 0)]
 # --every-config: every configuration onnxruntime's kernel runs (2-D: all; 3-D: no cubic).
-PADDINGS = ("zeros", "border", "reflection")
-EVERY_2D = [(m, p, a) for m in ("linear", "nearest", "cubic") for p in PADDINGS for a in (0, 1)]
+EVERY_2D = [(m, p, a) for m in MODES for p in PADDING_MODES for a in ALIGN_CORNERS]
 EVERY_3D = [c for c in EVERY_2D if c[0] != "cubic"]
 # A grid stored in the model (a fixed warp): onnxruntime folds the lowered coordinate math.
 CONSTANT_GRID = [(("linear", "zeros", 0), SHAPES_2D[0]), (("cubic", "zeros", 0), SHAPES_2D[0])]

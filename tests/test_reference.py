@@ -16,23 +16,18 @@ _SHAPES_4D = ((2, 3, 5, 7), (2, 4, 6, 2))
 _SHAPES_5D = ((1, 2, 3, 4, 5), (1, 2, 3, 4, 3))
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("padding", PADDING_MODES)
-@pytest.mark.parametrize("align", ALIGN_CORNERS)
+# onnxruntime runs cubic for 4-D only: 5-D cubic is test_5d_cubic_matches_the_onnx_reference.
 @pytest.mark.parametrize(
-    "shapes",
+    "mode,shapes",
     [
-        pytest.param(_SHAPES_4D, id="4-D"),
-        pytest.param(_SHAPES_5D, id="5-D"),
+        *[pytest.param(mode, _SHAPES_4D, id=f"{mode}-4-D") for mode in MODES],
+        *[pytest.param(mode, _SHAPES_5D, id=f"{mode}-5-D") for mode in MODES if mode != "cubic"],
     ],
 )
+@pytest.mark.parametrize("padding", PADDING_MODES)
+@pytest.mark.parametrize("align", ALIGN_CORNERS)
 def test_matches_onnxruntime_in_float64(mode, padding, align, shapes, rng):
     x_shape, grid_shape = shapes
-    if mode == "cubic" and len(x_shape) == 5:
-        pytest.skip(
-            "onnxruntime runs cubic for 4-D only; 5-D cubic is checked against the ONNX "
-            "reference in test_5d_cubic_matches_the_onnx_reference"
-        )
     x = rng.standard_normal(x_shape)
     grid = make_grid(rng, grid_shape, far=True, dtype=np.float64)
     model = gridsample_model(
