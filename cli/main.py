@@ -31,6 +31,7 @@ from gridsample_lower.cli.output import (
 from gridsample_lower.cli.verify import verify
 
 import gridsample_lower
+from gridsample_lower.index_range import node_index_refusal
 from gridsample_lower.inventory import find_gridsamples, inferred_types
 from gridsample_lower.passes import name_unnamed, selection_of
 from gridsample_lower.registry import support_matrix
@@ -119,8 +120,7 @@ def inspect(model_path, as_json, **choices) -> None:
             raise Failure(f"{model_path}: {error}") from None
         for site in sites:
             row = site.describe()
-            kept = site.spec and selection.why_kept(site.node.name, site.spec, site.node)
-            row["would"] = "keep: " + kept if kept else ("lower" if site.spec else "cannot lower")
+            row["would"] = _would(site, selection)
             rows.append(row)
     if as_json:
         for row in rows:
@@ -148,6 +148,17 @@ def supported() -> None:
         "\nX: float16, bfloat16, float, double, every integer type (bool and string: nearest)."
         "\ngrid: float16, bfloat16, float, double. Shapes: static or symbolic."
     )
+
+
+def _would(site, selection) -> str:
+    """What `lower` does with the node: lower it, keep it (why), or refuse it (why, if known)."""
+    if site.spec is None:
+        return "cannot lower"  # (the problem column says why)
+    kept = selection.why_kept(site.node.name, site.spec, site.node)
+    if kept:
+        return "keep: " + kept
+    refused = node_index_refusal(site.spec, site.node, selection.target)  # as the rule does
+    return "cannot lower: " + refused if refused else "lower"
 
 
 def _table(rows: list[dict]) -> None:

@@ -24,6 +24,7 @@ from onnx_ir.passes.common import InlinePass
 from onnxscript import rewriter
 
 from gridsample_lower.functions import call_functions, untype_functions
+from gridsample_lower.index_range import node_index_refusal
 from gridsample_lower.inventory import Site, find_gridsamples, inferred_types, is_gridsample
 from gridsample_lower.protos import graphs
 from gridsample_lower.rule import RULE_NAME, gridsample_rule
@@ -53,8 +54,9 @@ class LoweringResult(ir.passes.PassResult):
 class LowerGridSamplePass(ir.passes.InPlacePass):
     """Replace every GridSample (graph, subgraphs, functions) by primitive standard ops.
 
-    Raises UnsupportedGridSample, naming the node and the reason, if one cannot be lowered;
-    with ``strict=False`` such nodes are left in place instead. With ``select``, only the nodes
+    Raises UnsupportedGridSample, naming the node and the reason, if one cannot be lowered
+    (unsupported, or an X too large for the target's int32 indices: ``index_range``); with
+    ``strict=False`` such nodes are left in place instead. With ``select``, only the nodes
     whose spec it accepts are lowered (after functions holding a GridSample are inlined); nodes
     it cannot judge, having no spec, are left in place too. A ``Selection`` naming a node, mode
     or rank that no GridSample has raises ValueError.
@@ -85,20 +87,30 @@ class LowerGridSamplePass(ir.passes.InPlacePass):
             sites = find_gridsamples(model)
             if isinstance(self.select, Selection):
                 self.select.check_matches(sites)
-            sites = [site for site in sites if self._selected(site)]
-            problems = [site for site in sites if site.spec is None]
+            judged = [(site, self._refusal(site)) for site in sites if self._selected(site)]
+            problems = [(site, reason) for site, reason in judged if reason]
             if problems and self.strict:
-                raise UnsupportedGridSample(problems[0].name, problems[0].problem or "unsupported")
+                raise UnsupportedGridSample(problems[0][0].name, problems[0][1])
+            sites = [site for site, reason in judged if not reason]  # the rest stay in place
             if self.as_functions:
-                count = call_functions(model, [s for s in sites if s.spec], self.target)
+                count = call_functions(model, sites, self.target)
             else:
                 count = _apply_rule(model, self.select, self.target)
         untype_functions(model)
-        lowered = collections.Counter(site.spec.label for site in sites if site.spec is not None)
+        lowered = collections.Counter(site.spec.label for site in sites)
         if count != sum(lowered.values()):
             left = [s.name for s in find_gridsamples(model)]
             raise UnsupportedGridSample(left[0] if left else "?", "the rewrite rule declined it")
         return LoweringResult(model, modified=bool(count or inlined), lowered=dict(lowered))
+
+    def _refusal(self, site: Site) -> str:
+        """Why the rule declines this selected node, or "" (as ``GridSampleLowering.check``).
+
+        It has no spec, or its X is too large for the target's int32 indices.
+        """
+        if site.spec is None:
+            return site.problem or "unsupported"
+        return node_index_refusal(site.spec, site.node, self.target)
 
     def _selected(self, site: Site) -> bool:
         if self.select is None:

@@ -1,8 +1,9 @@
 """The onnxscript rewrite rule that replaces one GridSample node by its decomposition.
 
 It matches GridSample whatever its attributes, declines with a reason when the node cannot be
-lowered (unknown rank or type, attribute bound to a function parameter, ...), and otherwise
-emits the decomposition registered for the node's mode. It works on its own with
+lowered (unknown rank or type, attribute bound to a function parameter, an X too large for the
+target's int32 indices, ...), and otherwise emits the decomposition registered for the node's
+mode. It works on its own with
 ``onnxscript.rewriter.rewrite(model, [gridsample_rule()])``; ``LowerGridSamplePass`` adds what a
 rule cannot do alone (functions, shape inference, naming, a report).
 """
@@ -15,6 +16,7 @@ import onnx_ir as ir
 from onnxscript import rewriter
 
 from gridsample_lower.emitter import Emitter
+from gridsample_lower.index_range import node_index_refusal
 from gridsample_lower.registry import lookup
 from gridsample_lower.selection import selects
 from gridsample_lower.spec import GridSampleSpec, UnsupportedGridSample
@@ -52,6 +54,9 @@ class GridSampleLowering(rewriter.RewriteRuleClassBase):
             return result.fail(error.reason, y.producer())
         if self.select is not None and not selects(self.select, y.producer(), spec):
             return result.fail(f"{spec.label} is not selected", y.producer())
+        refusal = node_index_refusal(spec, y.producer(), self.target)
+        if refusal:  # decided here, where strict=False can still leave the node in place
+            return result.fail(refusal, y.producer())
         return result
 
     def rewrite(self, op, x: ir.Value, grid: ir.Value, y: ir.Value, **_) -> ir.Value:

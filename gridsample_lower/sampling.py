@@ -47,7 +47,8 @@ from gridsample_lower.coords import (
     tap_indices,
 )
 from gridsample_lower.emitter import Emitter
-from gridsample_lower.spec import GridSampleSpec, UnsupportedGridSample, compute_dtype
+from gridsample_lower.index_range import INT32_LIMIT, int32_overflow, ring_width
+from gridsample_lower.spec import GridSampleSpec, compute_dtype
 
 __all__ = ["Kernel", "gather_and_combine", "grid_coordinates", "interpolate"]
 
@@ -142,18 +143,22 @@ def gather_and_combine(
     ``offsets``: the indices are one per point, its taps at these offsets on every axis.
     """
     r, ct = spec.rank, compute_dtype(spec)
-    many = _gathers_rows(em, r, taps) if rows is None else rows
+    many = _gathers_rows(em, spec, taps) if rows is None else rows
     sample = em.prod_dims("x", range(2, 2 + r))
     sample = sample if isinstance(sample, int) else None
     largest = sample  # the largest index: the zero slot past the data, S or N*S (rows)
     if many:
         batch = em.x_dim(0)
         largest = sample * batch if sample is not None and batch is not None else None
-    within = ir.DataType.INT32 if sample is not None and sample < 2**31 else INT64
-    int_type = ir.DataType.INT32 if largest is not None and largest < 2**31 else INT64
+    within = ir.DataType.INT32 if sample is not None and sample < INT32_LIMIT else INT64
+    int_type = ir.DataType.INT32 if largest is not None and largest < INT32_LIMIT else INT64
     if em.target.index_dtype is not None:
-        if em.target.index_dtype == ir.DataType.INT32 and largest is not None and largest >= 2**31:
-            raise UnsupportedGridSample(em.name, f"indices reach {largest}: too many for int32")
+        reach = largest if largest is not None else sample  # a symbolic batch: one sample
+        # Unreachable through the rule, which refuses these nodes first
+        # (``index_range.index_refusal``); ``_gathers_rows`` leaves rows that would overflow
+        # for GatherElements where the target has it.
+        if em.target.index_dtype == ir.DataType.INT32 and (reach or 0) >= INT32_LIMIT:
+            raise AssertionError(f"{em.name}: indices reach {reach}: too many for int32")
         within = int_type = em.target.index_dtype
     # Masked points read a zero appended to X, or are masked once gathered (``_zero_slot_pays``).
     slot = inside is not None and (not _where_takes(x.dtype) or _zero_slot_pays(em, r, many))
@@ -299,9 +304,19 @@ def _strided_sum(em: Emitter, values: Sequence[ir.Value], rank: int, dtype: ir.D
     return total
 
 
-def _gathers_rows(em: Emitter, rank: int, taps: int) -> bool:
-    """Whether the gather fetches channels-last rows (else GatherElements, one value each)."""
-    return _gather_rows_pays(em, rank, taps) or not em.target.allows("GatherElements")
+def _gathers_rows(em: Emitter, spec: GridSampleSpec, taps: int) -> bool:
+    """Whether the gather fetches channels-last rows (else GatherElements, one value each).
+
+    Rows where the target has no GatherElements; else where they pay, unless their indices,
+    which span every sample, would overflow the target's int32 ones: GatherElements' stay
+    within one sample (``index_range``). Judged by X's own sizes, before any ring of zeros.
+    """
+    if not em.target.allows("GatherElements"):
+        return True
+    x_shape = [em.x_dim(axis) for axis in range(2 + spec.rank)]
+    if int32_overflow(spec, x_shape, em.target, rows=True):
+        return False
+    return _gather_rows_pays(em, spec.rank, taps)
 
 
 def _gather_rows_pays(em: Emitter, rank: int, taps: int) -> bool:
@@ -644,10 +659,10 @@ def interpolate(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, 
     """
     r, ct = spec.rank, compute_dtype(spec)
     taps = len(kernel.offsets) ** r
-    rows = _gathers_rows(em, r, taps)  # judged by X's own sizes, which the measurements used
-    ring = spec.padding_mode == "zeros" and spec.x_dtype in _RING_TYPES
+    rows = _gathers_rows(em, spec, taps)  # judged by X's own sizes, which the measurements used
+    width = ring_width(spec, rows)  # the ring's zeros either side of every axis (0: no ring)
+    ring = width > 0
     per_point = ring and not rows  # one index per point, the taps' offsets added last
-    width = len(kernel.offsets) if per_point else 1  # the ring's zeros either side of every axis
     indices, weights = [], None
     for axis, g in enumerate(grid_coordinates(em, grid, spec)):
         coord = source_coordinate(em, g, axis, spec, ct)  # finite, NaN and infinities too
@@ -673,11 +688,6 @@ def interpolate(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, 
     offsets = [o + width for o in kernel.offsets] if per_point else None  # in the padded X
     y = gather_and_combine(em, x, spec, indices, weights, taps=taps, rows=rows, offsets=offsets)
     return _cast_result(em, y, spec, ct)
-
-
-# X types whose infinities a zero weight would turn into NaN: zeros padding reads a ring of zeros
-# around X instead of masking weights (integers have none; onnxruntime has no bfloat16 Pad).
-_RING_TYPES = frozenset({ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16})
 
 
 def _zero_ring(em: Emitter, x: ir.Value, spec: GridSampleSpec, width: int) -> ir.Value:

@@ -7,17 +7,28 @@ of 2**31 elements, so the lowered graph is inspected instead (its static shape i
 
 from __future__ import annotations
 
+import itertools
+import json
 import math
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import pytest
+from click.testing import CliRunner
 from conftest import assert_close, gridsample_model, run_ort
+from gridsample_lower.cli.main import main
 from onnx import TensorProto
+from onnxscript import rewriter
 
-from gridsample_lower import UnsupportedGridSample, lower
+from gridsample_lower import GridSampleSpec, UnsupportedGridSample, lower, lower_with_report
+from gridsample_lower.decompositions.cubic import CUBIC
+from gridsample_lower.decompositions.linear import LINEAR
+from gridsample_lower.index_range import index_refusal, ring_width
 from gridsample_lower.reference import grid_sample
+from gridsample_lower.rule import gridsample_rule
 from gridsample_lower.sampling import ROWS_MIN_CHANNELS
+from gridsample_lower.targets import get_target
 
 SIDE = 4097  # 4097 * 4097 = 2**24 + 8193 elements in one channel plane
 GATHERS = ("GatherElements", "Gather")
@@ -160,3 +171,128 @@ def test_int32_indices_are_refused_past_2_to_the_31():
     model = gridsample_model([1, 1, 46341, 46341], [1, 2, 2, 2], name="huge")
     with pytest.raises(UnsupportedGridSample, match="'huge'.*too many for int32"):
         lower(model, index_dtype="int32")
+
+
+# Refusals are decided by the rule (``index_range``), before anything is emitted: strict=False
+# keeps the node, strict raises naming it, inspect says so. Shapes only: nothing here is run.
+
+ROWS_REACH = 2 * 40002**2  # 2 samples of 40000**2 in a ring of one zero (zeros padding, rows)
+
+
+def _ops(model: onnx.ModelProto) -> list[str]:
+    return [n.op_type for n in model.graph.node]
+
+
+def test_a_node_int32_rows_cannot_index_is_kept_or_refused_by_name():
+    model = gridsample_model([2, 1, 40000, 40000], [2, 2, 2, 2], name="rows")
+    kept, report = lower_with_report(model, target="webnn", strict=False)
+    assert _ops(kept) == ["GridSample"] and report == {}
+    as_functions = lower(model, target="webnn", strict=False, as_functions=True)
+    assert _ops(as_functions) == ["GridSample"] and not as_functions.functions
+    message = f"GridSample 'rows': indices reach {ROWS_REACH}: too many for int32"
+    with pytest.raises(UnsupportedGridSample, match=message) as refused:
+        lower(model, target="webnn")
+    assert refused.value.node_name == "rows"
+    alone = rewriter.rewrite(model, pattern_rewrite_rules=[gridsample_rule(target="webnn")])
+    assert _ops(alone) == ["GridSample"]  # the rule's check declines it
+    assert "GridSample" not in _ops(lower(model, target="webnn", index_dtype="int64"))
+
+
+def test_a_symbolic_batch_is_a_promise_but_one_sample_must_fit_int32():
+    fits = gridsample_model(["N", 1, 40000, 40000], ["N", 2, 2, 2], name="fits")
+    assert "GridSample" not in _ops(lower(fits, target="webnn"))
+    huge = gridsample_model(["N", 1, 46341, 46341], ["N", 2, 2, 2], "nearest", name="huge")
+    with pytest.raises(UnsupportedGridSample, match=f"'huge': indices reach {46341**2}: too"):
+        lower(huge, target="webnn")
+    assert _ops(lower(huge, target="webnn", strict=False)) == ["GridSample"]
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "options", "reach"),
+    [
+        ([2, 1, 40000, 40000], ["--target", "webnn"], ROWS_REACH),
+        ([1, 1, 46341, 46341], ["--index-dtype", "int32"], 46345**2),  # linear's ring of 2
+    ],
+    ids=["webnn-rows", "index-dtype-int32"],
+)
+def test_inspect_and_lower_say_int32_cannot_index_the_node(tmp_path, x_shape, options, reach):
+    path = tmp_path / "m.onnx"
+    onnx.save(gridsample_model(x_shape, [x_shape[0], 2, 2, 2], name="big"), path)
+    reason = f"indices reach {reach}: too many for int32"
+    listed = CliRunner().invoke(main, ["inspect", str(path), "--json", *options])
+    assert listed.exit_code == 0, listed.output
+    assert json.loads(listed.stdout)["would"] == f"cannot lower: {reason}"
+    table = CliRunner().invoke(main, ["inspect", str(path), *options])
+    assert f"cannot lower: {reason}" in table.stdout
+    wide = CliRunner().invoke(
+        main, ["inspect", str(path), "--json", *options, "--index-dtype", "int64"]
+    )
+    assert json.loads(wide.stdout)["would"] == "lower"
+    out = tmp_path / "out.onnx"
+    refused = CliRunner().invoke(
+        main, ["lower", str(path), "-o", str(out), "--no-verify", *options]
+    )
+    assert refused.exit_code == 2 and not out.exists()
+    assert f"GridSample 'big': {reason}" in refused.stderr
+
+
+@pytest.mark.parametrize(
+    "choice", [{"target": "int32"}, {"index_dtype": "int32"}], ids=["int32", "index-dtype-int32"]
+)
+def test_int32_rows_that_would_overflow_are_gathered_by_gather_elements(choice):
+    """33 channels and a symbolic grid: rows pay. One sample of 40000**2 gathers them in int32;
+    across two, their indices would reach 3.2e9, while each sample's GatherElements indices
+    stay below 2**31: those are taken instead of refusing the node."""
+
+    def lowered(batch, **options):
+        x_shape = [batch, ROWS_MIN_CHANNELS, 40000, 40000]
+        model = gridsample_model(x_shape, [batch, "H", "W", 2], "linear", "border", 0)
+        return lower(model, **options)
+
+    assert "GatherElements" not in _ops(lowered(1, **choice))  # rows: N*S < 2**31
+    assert "GatherElements" not in _ops(lowered(2))  # rows, in int64
+    two = lowered(2, **choice)
+    assert "GatherElements" in _ops(two) and "GridSample" not in _ops(two)
+    kinds = _index_types(two)
+    assert kinds and {k[0] for k in kinds} == {TensorProto.INT32}, kinds
+
+
+def test_the_ring_counted_is_the_ring_emitted():
+    """index_range pads X as the lowering does: the kernel's taps per axis (GatherElements)."""
+    for mode, kernel in (("linear", LINEAR), ("cubic", CUBIC)):
+        spec = GridSampleSpec(2, mode, "zeros", 0)
+        assert ring_width(spec, rows=False) == len(kernel.offsets)
+        assert ring_width(spec, rows=True) == 1
+        assert ring_width(GridSampleSpec(2, mode, "border", 0), rows=False) == 0
+    assert ring_width(GridSampleSpec(2, "nearest", "zeros", 0), rows=False) == 0
+
+
+@pytest.mark.parametrize("target", ["webnn", "int32"])
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+def test_the_rule_refuses_whatever_the_emitter_cannot_index(monkeypatch, target, mode):
+    """With the rule's refusal switched off, the emitter's own check (an internal assertion)
+    fails only for nodes the refusal names; exactly those where rows are forced (webnn). The
+    int32 target may refuse more: a node whose rows would fit but GatherElements' would not
+    (one sample, a symbolic grid)."""
+    import gridsample_lower.rule as rule_module
+
+    rules = rewriter.RewriteRuleSet([gridsample_rule(target=target)])
+    for side, batch, (channels, points) in itertools.product(
+        (46332, 46338, 46341), (1, 2, "N"), ((1, 2), (ROWS_MIN_CHANNELS, "P"))
+    ):
+        x_shape = [batch, channels, side, side]
+        model = gridsample_model(x_shape, [batch, points, 2, 2], mode, "zeros", 0)
+        spec = GridSampleSpec(2, mode, "zeros", 0)
+        refusal = index_refusal(spec, x_shape, get_target(target))
+        with monkeypatch.context() as patched:
+            patched.setattr(rule_module, "node_index_refusal", lambda *_: "")
+            try:
+                rules.apply_to_model(ir.serde.deserialize_model(model))
+                overflows = False
+            except AssertionError as error:
+                assert "too many for int32" in str(error)
+                overflows = True
+        case = (x_shape, points, refusal)
+        assert refusal or not overflows, case
+        if target == "webnn":
+            assert bool(refusal) == overflows, case
