@@ -20,7 +20,6 @@ import onnx
 from gridsample_lower import atomic, model_io
 from gridsample_lower.model_io import ModelCheckError, ModelFile, ModelFileError
 from gridsample_lower.verify import (
-    DEFAULT_DIM,
     VerificationReport,
     VerificationSetupError,
     load_inputs,
@@ -187,7 +186,8 @@ _VERIFY_OPTIONS = [
         "dims",
         multiple=True,
         metavar="NAME=VALUE",
-        help=f"Size of a symbolic dimension (default: from given inputs, else {DEFAULT_DIM}).",
+        help="Size of a symbolic dimension, or of a symbol in one (h for 32*h) (default: from "
+        "given inputs, else 64 along image axes, 3 elsewhere).",
     ),
     click.option(
         "--samples",

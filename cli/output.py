@@ -162,8 +162,9 @@ def verify_and_save(
 ) -> str:
     """Check ``rewritten`` against ``source`` numerically, then save it; returns the verdict.
 
-    On a mismatch the report is printed and nothing is written (exit code 1). The JSON report
-    is written after the model, so a failed save leaves none.
+    On a mismatch the report is printed (unless ``quiet``) and nothing is written (exit code 1);
+    on success its notes are printed. The JSON report is written after the model, so a failed
+    save leaves none.
     """
     if no_verify:
         save(source, rewritten, dest, full_check=full_check)
@@ -175,11 +176,15 @@ def verify_and_save(
     )
     del models  # the weights the check held
     if not result.ok:
-        click.echo(result.table())
+        if not quiet:
+            click.echo(result.table())
         write_report(dest.report, result)
         raise Failure(f"{source.path}: {result.summary()}; nothing written", exit_code=1)
     save(source, rewritten, dest, full_check=full_check)
     write_report(dest.report, result)
+    if not quiet:  # what the verdict's "see notes" points at
+        for line in result.note_lines():
+            click.echo(line)
     return result.summary()
 
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import onnx
 import onnx_ir as ir
 
+from gridsample_lower.runtime import onnxruntime_runs
 from gridsample_lower.spec import GridSampleSpec, UnsupportedGridSample, spelling_matches_opset
 
 __all__ = ["Site", "find_gridsamples", "inferred_types", "is_gridsample", "type_text"]
@@ -57,7 +58,7 @@ class Site:
             "align_corners": spec.align_corners if spec else _attr_text(attr["align_corners"]),
             "X": self.x_type,
             "grid": self.grid_type,
-            "onnxruntime_native": bool(spec and spec.onnxruntime_native and self.spelling_ok),
+            "onnxruntime_native": bool(spec and onnxruntime_runs(spec) and self.spelling_ok),
             "lowerable": spec is not None,
             "problem": self.problem
             or ("" if self.spelling_ok else "mode spelled for another opset"),

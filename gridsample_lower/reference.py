@@ -1,4 +1,4 @@
-"""A float64 numpy GridSample for any spatial rank: the oracle where onnxruntime cannot run.
+"""A numpy GridSample for any spatial rank: the oracle where onnxruntime cannot run.
 
 onnxruntime runs only 4-D/5-D float inputs (no 5-D cubic); the ONNX reference evaluator is slow
 and wrong for cubic + border (it clamps the continuous coordinate), integer X (integer weights)
@@ -6,8 +6,16 @@ and size-1 axes under reflection (division by zero). This kernel follows onnxrun
 semantics instead: coordinates are unnormalized per axis, integer taps are taken around them
 (nearest: 1, linear: 2, cubic: 4 per axis) and the padding rule is applied to every integer tap.
 It is written independently of the lowering (loops over taps, integer ``mod`` for reflection)
-and is itself tested against onnxruntime and the ONNX reference. Coordinates and values are
-float64; ``nearest`` gathers the values themselves, so it is exact for any dtype.
+and is itself tested against onnxruntime and the ONNX reference.
+
+Coordinates are unnormalized as onnxruntime's kernel does it (``GsDenormalize``): in its order
+and in the precision it computes in, float64 when X or the grid is double, else float32 (it runs
+float16 through its float32 kernel; integer and bfloat16 X are judged as a float32 kernel would
+see them). That decides nearest's ties and linear's floors: with W = 7 and g = float32(3/7),
+float32 gives x = 4.5 (ties to 4), float64 4.50000001 (5). ``witness=True`` unnormalizes linear
+and cubic in float64 instead, an independent judge of the lowering's float arithmetic; nearest
+always computes in the runtime's precision, since a tie has no other right answer. Weights and
+sums are float64; ``nearest`` gathers the values themselves, so it is exact for any dtype.
 
 Non-finite coordinates: NaN or +-inf give NaN for linear/cubic (the tap weights are
 NaN), which becomes 0 for integer outputs. For nearest, NaN maps to index 0
@@ -23,7 +31,7 @@ import math
 import numpy as np
 from onnx.reference.op_run import OpRun
 
-__all__ = ["GridSampleKernel", "grid_sample"]
+__all__ = ["AffineGridKernel", "GridSampleKernel", "affine_grid", "coordinate_dtype", "grid_sample"]
 
 _MODES = {
     "linear": "linear",
@@ -36,9 +44,21 @@ _A = -0.75  # Keys cubic coefficient used by onnxruntime
 
 
 def _unnormalize(g, size, align_corners):
+    """The coordinate onnxruntime's ``GsDenormalize`` gives, in ``g``'s dtype, bit for bit.
+
+    It computes ``(g + 1) / 2 * (L - 1)`` and ``((g + 1) * L - 1) / 2``; halving first gives the
+    same roundings (scaling by 2 is exact), without overflowing where ``(g + 1) * L`` would.
+    """
+    t = g.dtype.type
     if align_corners:
-        return (g + 1) / 2 * (size - 1)
-    return ((g + 1) * size - 1) / 2
+        return (g + t(1)) * t((size - 1) / 2)
+    return (g + t(1)) * t(size / 2) - t(0.5)
+
+
+def coordinate_dtype(x_dtype, grid_dtype) -> np.dtype:
+    """What onnxruntime computes coordinates in: float64 if X or grid is double, else float32."""
+    double = np.dtype(np.float64)
+    return double if double in (np.dtype(x_dtype), np.dtype(grid_dtype)) else np.dtype(np.float32)
 
 
 def _to_int(v):
@@ -85,8 +105,11 @@ def _cast(acc, dtype):
 
 
 @np.errstate(invalid="ignore", over="ignore")  # non-finite grids must not warn
-def grid_sample(x, grid, mode="linear", padding_mode="zeros", align_corners=0):
-    """ONNX GridSample. x: (N, C, D1..Dr); grid: (N, O1..Or, r) -> (N, C, O1..Or)."""
+def grid_sample(x, grid, mode="linear", padding_mode="zeros", align_corners=0, *, witness=False):
+    """ONNX GridSample. x: (N, C, D1..Dr); grid: (N, O1..Or, r) -> (N, C, O1..Or).
+
+    ``witness``: unnormalize linear and cubic in float64, not in the runtime's precision.
+    """
     x, grid = np.asarray(x), np.asarray(grid)
     if mode not in _MODES or padding_mode not in ("zeros", "border", "reflection"):
         raise ValueError(f"unsupported mode={mode!r} / padding_mode={padding_mode!r}")
@@ -99,14 +122,19 @@ def grid_sample(x, grid, mode="linear", padding_mode="zeros", align_corners=0):
     npts = math.prod(grid.shape[1:-1])
     if x.size == 0 or npts == 0:
         return np.zeros(out_shape, dtype=x.dtype)
-    g = grid.reshape(n, npts, r).astype(np.float64)
+    wide = witness and mode != "nearest"
+    ct = np.dtype(np.float64) if wide else coordinate_dtype(x.dtype, grid.dtype)
+    g = grid.reshape(n, npts, r).astype(ct)
     flat = x.reshape(n, c, math.prod(dims))
     strides = [math.prod(dims[k + 1 :]) for k in range(r)]
 
     # Per spatial axis k (grid component r-1-k): list of (index, valid, weight) taps.
     axes = []
     for k, size in enumerate(dims):
-        coord = _unnormalize(g[:, :, r - 1 - k], size, align_corners)
+        coord = _unnormalize(g[:, :, r - 1 - k], size, align_corners).astype(np.float64)
+        if ct != np.float64:  # past float32's range a finite grid value stays a huge coordinate
+            wide_coord = _unnormalize(g[:, :, r - 1 - k].astype(np.float64), size, align_corners)
+            coord = np.where(np.isinf(coord) & np.isfinite(wide_coord), wide_coord, coord)
         if padding_mode == "reflection":  # folding an infinite coordinate has no meaning
             coord = np.where(np.isinf(coord), np.nan, coord)
         else:
@@ -154,3 +182,53 @@ class GridSampleKernel(OpRun):
 
 
 GridSampleKernel.__name__ = "GridSample"
+
+
+def affine_grid(theta, size, align_corners=0):
+    """ONNX AffineGrid as onnxruntime's kernel computes it, returned in ``theta``'s type.
+
+    onnx.reference builds the base grid in float64 and returns float32 whatever theta's type (a
+    float64 model's grid loses half its digits; a float16 one is never rounded). onnxruntime
+    spaces the base grid like Eigen's ``LinSpaced`` (one point: 1), scales it by ``(L - 1) / L``
+    without align_corners and applies theta, all in theta's type: 2-D float32 and float64 grids
+    agree with it bit for bit (its product sums the last term first). float16
+    is computed in float32 and rounded; onnxruntime has no float16 kernel and runs the ONNX
+    function body in float16 instead, which differs by an ulp of float16 in about half the points.
+    """
+    theta = np.asarray(theta)
+    n, _, *sizes = (int(v) for v in size)
+    ct = np.float64 if theta.dtype == np.float64 else np.float32
+    axes = [_base_axis(length, align_corners, ct) for length in reversed(sizes)]  # x, y[, z]
+    points = np.meshgrid(*reversed(axes), indexing="ij")  # each (D,) H, W: z, y, x order
+    base = np.stack([p.reshape(-1) for p in reversed(points)])  # (r, points): x, y[, z]
+    t = theta.astype(ct)[:, :, :, None]  # (N, r, r + 1, 1)
+    r = len(axes)
+    grid = t[:, :, r - 1] * base[r - 1]  # summed last term first, as Eigen's product does
+    for j in reversed(range(r - 1)):
+        grid = t[:, :, j] * base[j] + grid
+    grid = (grid + t[:, :, r]).transpose(0, 2, 1)  # (N, points, r)
+    return grid.reshape(n, *sizes, r).astype(theta.dtype)
+
+
+def _base_axis(length: int, align_corners: int, ct) -> np.ndarray:
+    """Eigen's ``LinSpaced(length, -1, 1)`` in ``ct``, scaled by ``(L - 1) / L`` without corners."""
+    if length == 1:
+        axis = np.ones(1, ct)
+    else:
+        axis = ct(-1) + np.arange(length, dtype=ct) * (ct(2) / ct(length - 1))
+        axis[-1] = ct(1)
+    if not align_corners:
+        axis = axis * ct(length - 1) / ct(length)
+    return axis
+
+
+class AffineGridKernel(OpRun):
+    """``affine_grid`` for ``onnx.reference.ReferenceEvaluator(new_ops=[...])``."""
+
+    op_domain = ""
+
+    def _run(self, theta, size, align_corners=None):
+        return (affine_grid(theta, size, align_corners or 0),)
+
+
+AffineGridKernel.__name__ = "AffineGrid"

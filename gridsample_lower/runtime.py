@@ -1,11 +1,15 @@
-"""Run a model in onnxruntime (CPU), bfloat16 inputs and outputs included.
+"""Run a model in onnxruntime (CPU), bfloat16 inputs and outputs included; ask what it runs.
 
 onnxruntime's Python API cannot exchange bfloat16 arrays, so such inputs and outputs are
 passed as float32 (exact: every bfloat16 is a float32) through Cast nodes added to a copy.
+Which GridSample configurations onnxruntime runs is found by trying its kernel
+(``onnxruntime_runs``), not written down: float16 runs through its float32 kernel (it inserts
+Casts), and what a release adds or drops is seen as it is.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import ml_dtypes
@@ -14,7 +18,10 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper
 
-__all__ = ["onnxruntime_runner"]
+from gridsample_lower.models import gridsample_model
+from gridsample_lower.spec import GridSampleSpec
+
+__all__ = ["onnxruntime_runner", "onnxruntime_runs"]
 
 _BF16 = TensorProto.BFLOAT16
 
@@ -72,3 +79,21 @@ def _float_io(model: onnx.ModelProto) -> tuple[onnx.ModelProto, set[int]]:
     del graph.node[:]
     graph.node.extend(nodes)
     return model, bf16_outputs
+
+
+def onnxruntime_runs(spec: GridSampleSpec) -> bool:
+    """Whether onnxruntime's CPU kernel runs ``spec`` (tried once per rank, mode and dtypes)."""
+    return _kernel_runs(spec.rank, spec.mode, spec.x_dtype, spec.grid_dtype)
+
+
+@functools.cache
+def _kernel_runs(rank: int, mode: str, x_dtype, grid_dtype) -> bool:
+    x_shape, grid_shape = [1, 1, *[2] * rank], [1, *[1] * rank, rank]
+    model = gridsample_model(x_shape, grid_shape, mode, x_dtype=x_dtype, grid_dtype=grid_dtype)
+    x_type, grid_type = (np.dtype(t.numpy()) for t in (x_dtype, grid_dtype))
+    feeds = {"X": np.zeros(x_shape, x_type), "grid": np.zeros(grid_shape, grid_type)}
+    try:
+        onnxruntime_runner(model, threads=1)(feeds)
+    except Exception:  # noqa: BLE001  (refusals come as several exception types)
+        return False
+    return True

@@ -85,16 +85,6 @@ class GridSampleSpec:
         """The summary key, e.g. ``r2 linear zeros align_corners=0``."""
         return f"r{self.rank} {self.mode} {self.padding_mode} align_corners={self.align_corners}"
 
-    @property
-    def onnxruntime_native(self) -> bool:
-        """Whether onnxruntime 1.31's CPU kernel runs this configuration."""
-        if self.x_dtype != self.grid_dtype or self.x_dtype not in (
-            ir.DataType.FLOAT,
-            ir.DataType.DOUBLE,
-        ):
-            return False
-        return self.rank == 2 or (self.rank == 3 and self.mode != "cubic")
-
     @classmethod
     def from_node(cls, node: ir.Node) -> GridSampleSpec:
         """Read a node's attributes and input types; raise UnsupportedGridSample if it can't be.

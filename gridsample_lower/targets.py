@@ -118,7 +118,8 @@ def _onnxruntime_keeps(spec: GridSampleSpec, node: ir.Node | None = None) -> boo
       to three float32 ones with zeros or border padding, any float64 ones past 2**15 points;
       unless the grid folds (0.35-0.8).
     """
-    if not spec.onnxruntime_native or spec.rank != 2:
+    kernel_types = (ir.DataType.FLOAT, ir.DataType.DOUBLE)  # where the thresholds were measured
+    if spec.rank != 2 or spec.x_dtype != spec.grid_dtype or spec.x_dtype not in kernel_types:
         return False
     channels = _static_channels(node)
     folds = _grid_folds(spec, node)

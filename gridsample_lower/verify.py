@@ -24,12 +24,13 @@ import onnx_ir as ir
 from gridsample_lower import model_io
 from gridsample_lower.inventory import Site, find_gridsamples, inferred_types
 from gridsample_lower.passes import name_unnamed
+from gridsample_lower.runtime import onnxruntime_runs
 from gridsample_lower.verify_bounds import Bounds, Tolerance, op_types, whole_model_mode
 from gridsample_lower.verify_inputs import (
-    DEFAULT_DIM,
     InputPlan,
     VerificationSetupError,
     load_inputs,
+    synthetic,
 )
 from gridsample_lower.verify_nodes import (
     NodeProbe,
@@ -43,7 +44,6 @@ from gridsample_lower.verify_nodes import (
 from gridsample_lower.verify_report import NodeCheck, OutputCheck, VerificationReport, compare
 
 __all__ = [
-    "DEFAULT_DIM",
     "NodeCheck",
     "OutputCheck",
     "VerificationError",
@@ -98,8 +98,9 @@ def verify(
         rtol: Relative tolerance, likewise.
         samples: Random input sets to run, at least 1 (one when every input is given).
         seed: Seed of the random inputs, at least 0.
-        dims: Sizes (ints >= 1) of symbolic dimensions by name (default: what given inputs
-            show, else 3).
+        dims: Sizes (ints >= 1) of symbolic dimensions by name, or of the symbols a dimension
+            is written with (``{"h": 5}`` for ``32*h``). Default: what given inputs show, else
+            64 along image axes and 3 elsewhere (``dims.Dims``).
         progress: Called as ``progress(done, total, step)`` before each run.
 
     Returns:
@@ -109,8 +110,13 @@ def verify(
         TypeError: An argument of the wrong type (a str for a number, a list for a mapping).
         VerificationSetupError: A value out of range (negative seed or size, a tolerance that
             is negative or not finite), a model file that cannot be read, an input that cannot
-            be read, used or invented, an override that names nothing, a reference nothing
-            runs, or nothing to compare (no output, or only empty ones).
+            be read or used, an override that names nothing, or nothing to compare (no output,
+            only empty ones, or a model that cannot run with no GridSample to check alone).
+
+    When the whole model cannot run on the inputs at hand (an input that cannot be invented,
+    a reference that fails, a grid the model itself makes NaN or infinite at the chosen sizes)
+    each GridSample is checked alone on synthetic X and grid of its inferred shapes instead;
+    the report's notes say why and how to check the whole model.
     """
     samples, seed = _integer(samples, "samples", 1), _integer(seed, "seed", 0)
     atol, rtol = _tolerance(atol, "atol"), _tolerance(rtol, "rtol")
@@ -120,16 +126,23 @@ def verify(
     ref, cand = _as_proto(reference, "reference"), _as_proto(candidate, "candidate")
     ref, sites, plan, checks, probes = _prepare(ref, cand, _given(inputs), dims)
     bounds = Bounds(atol, rtol, {o.name for o in ref.graph.output} | {c.name for c in checks})
-    run = _Run(ref, cand, sites, probes, bounds, _why_not_onnxruntime(plan))
+    run = _Run(ref, cand, sites, probes, bounds, _why_not_onnxruntime(plan), plan)
     samples = 1 if plan.complete else samples
     rng = np.random.default_rng(seed)
+    progress = progress or (lambda *_: None)
     for k in range(samples):
-        run.sample(plan.draw(rng), k, samples, progress or (lambda *_: None))
+        if run.unusable:
+            break
+        run.sample(plan.draw(rng), k, samples, progress)
+    if run.unusable:
+        run.alone(samples, rng, progress)
     outputs = list(run.outputs.values())
     report = VerificationReport(
         run.oracle, run.candidate_runtime, samples, seed, outputs, checks, run.notes
     )
-    if report.ok and not sum(c.elements for c in [*outputs, *checks]):
+    if report.ok and not sum(c.elements for c in [*outputs, *checks] if c.checked):
+        if run.unusable:
+            raise VerificationSetupError(f"nothing could be checked: {run.unusable}")
         what = "every output is empty with these input sizes" if outputs else "no output"
         raise VerificationSetupError(f"nothing to compare: {what}")
     return report
@@ -205,18 +218,34 @@ def _prepare(ref: onnx.ModelProto, cand: onnx.ModelProto, given: dict, dims):
 
 
 class _Run:
-    """The runners of one verification, and the checks they fill in sample after sample."""
+    """The runners of one verification, and the checks they fill in sample after sample.
 
-    def __init__(self, ref, cand, sites, probes: list[NodeProbe], bounds, untrusted: str) -> None:
+    ``unusable`` says why the whole model cannot be compared (then ``alone`` checks each
+    GridSample on synthetic inputs), or is "".
+    """
+
+    def __init__(
+        self, ref, cand, sites, probes: list[NodeProbe], bounds, untrusted: str, plan: InputPlan
+    ) -> None:
         """``untrusted``: why onnxruntime must not judge the given inputs, or ""."""
         self.reference, self.exposed = expose(ref, probes)
         self.notes = [untrusted] if untrusted else []
-        self._load_reference(native=all(_native(site) for site in sites) and not untrusted)
+        self.plan, self.unusable, self.untrusted = plan, "", bool(untrusted)
+        self.probes, self.bounds = probes, bounds
+        if plan.dims.chosen:
+            self.notes.append(f"symbolic sizes chosen: {plan.dims.describe()}")
+        if plan.missing:
+            self.unusable = f"the whole model was not run: {plan.missing}"
+        native = all(_native(site) for site in sites) and not untrusted
+        try:
+            self.run_reference = Oracle(self.reference, native=native, notes=self.notes)
+        except Exception as error:  # noqa: BLE001
+            self.run_reference = None
+            self.unusable = self.unusable or f"no runtime can run the original: {first_line(error)}"
         for probe in probes:
             probe.native = probe.native and not untrusted
             probe.notes = self.notes
         self.run_candidate, self.candidate_runtime = self._candidate_runner(cand)
-        self.probes, self.bounds = probes, bounds
         self.names = [o.name for o in ref.graph.output]
         self.inputs = {i.name for i in cand.graph.input}
         self.pairs = self._pairs(self.names, [o.name for o in cand.graph.output])
@@ -245,44 +274,65 @@ class _Run:
 
     @property
     def oracle(self) -> str:
-        """What runs the reference now."""
-        return self.run_reference.runtime
-
-    def _load_reference(self, *, native: bool) -> None:
-        try:
-            self.run_reference = Oracle(self.reference, native=native, notes=self.notes)
-        except Exception as error:  # noqa: BLE001
-            raise VerificationSetupError(
-                f"no runtime can run the reference: {first_line(error)}"
-            ) from None
-
-    def _run_reference(self, feeds: dict) -> list:
-        """Outputs then exposed values; onnx.reference takes over if onnxruntime fails."""
-        try:
-            return self.run_reference(feeds)
-        except Exception as error:  # noqa: BLE001
-            raise VerificationSetupError(f"the reference failed: {first_line(error)}") from None
+        """What runs the reference now (alone: what judged the nodes)."""
+        if self.run_reference is not None and not self.unusable:
+            return self.run_reference.runtime
+        judges = [j for p in self.probes for j in p.check.oracle.split("+") if j]
+        return "+".join(dict.fromkeys(judges)) or "onnxruntime"
 
     def sample(self, feeds: dict, k: int, samples: int, progress: Progress) -> None:
         """Run one input set through everything and fold the figures into the checks."""
         total = samples * (2 + len(self.probes))
         done = k * (2 + len(self.probes))
         progress(done, total, f"sample {k + 1}: reference ({self.oracle})")
-        values = self._run_reference(feeds)
+        try:
+            values = self.run_reference(feeds)
+        except Exception as error:  # noqa: BLE001  (runtimes' errors have many types)
+            self.unusable = f"the original failed on {self._inputs_text()}: {first_line(error)}"
+            return
+        captured = {**dict(zip(self.names + self.exposed, values, strict=True)), **feeds}
+        if not self.untrusted:  # the model itself made them: sizes it does not accept
+            for probe in self.probes:
+                if not np.isfinite(np.asarray(captured[probe.grid_name], np.float64)).all():
+                    self.unusable = (
+                        f"the grid of GridSample {probe.check.name!r} holds NaN or infinity "
+                        f"on {self._inputs_text()}"
+                    )
+                    return
         progress(done + 1, total, f"sample {k + 1}: candidate ({self.candidate_runtime})")
         self._compare_outputs(values[: len(self.names)], feeds)
-        captured = {**dict(zip(self.names + self.exposed, values, strict=True)), **feeds}
         for j, probe in enumerate(self.probes):
             progress(done + 2 + j, total, f"sample {k + 1}: GridSample {probe.check.name!r}")
-            x = np.asarray(captured[probe.x_name])
-            atol, rtol = self.bounds(probe.check.name, x.dtype, probe.mode)
-            try:  # the candidate's failures are findings, caught inside; this is the node's
-                probe.run(x, np.asarray(captured[probe.grid_name]), atol, rtol)
-            except Exception as error:  # noqa: BLE001  (runtimes' errors have many types)
-                raise VerificationSetupError(
-                    f"GridSample {probe.check.name!r} alone failed on the values it sees: "
-                    f"{first_line(error)}"
-                ) from None
+            self._probe(probe, captured[probe.x_name], captured[probe.grid_name])
+
+    def alone(self, samples: int, rng: np.random.Generator, progress: Progress) -> None:
+        """Check each GridSample alone on synthetic X and grid: the whole model cannot run."""
+        self.notes.append(f"{self.unusable}; each GridSample was checked alone instead")
+        self.notes.append(_how_to_run_whole(self.plan))
+        for check in self.outputs.values():
+            check.checked, check.note = False, "the whole model was not run"
+        total = samples * len(self.probes)
+        for k in range(samples):
+            for j, probe in enumerate(self.probes):
+                step = f"GridSample {probe.check.name!r} alone, synthetic set {k + 1}"
+                progress(k * len(self.probes) + j, total, step)
+                self._probe(probe, *synthetic(probe, self.plan.dims, rng))
+
+    def _inputs_text(self) -> str:
+        sizes = self.plan.dims.describe(chosen_only=False)
+        if self.plan.complete:
+            return "the given inputs"
+        return "invented inputs" + (f" ({sizes})" if sizes else "")
+
+    def _probe(self, probe: NodeProbe, x, grid) -> None:
+        atol, rtol = self.bounds(probe.check.name, np.asarray(x).dtype, probe.mode)
+        try:  # the candidate's failures are findings, caught inside; this is the node's
+            probe.run(np.asarray(x), np.asarray(grid), atol, rtol)
+        except Exception as error:  # noqa: BLE001  (runtimes' errors have many types)
+            raise VerificationSetupError(
+                f"GridSample {probe.check.name!r} alone failed on the values it sees: "
+                f"{first_line(error)}"
+            ) from None
 
     def _compare_outputs(self, expected: list, feeds: dict) -> None:
         try:
@@ -301,11 +351,25 @@ class _Run:
             check.merge(compare(name, want, np.asarray(actual[index]), atol, rtol))
 
 
+def _how_to_run_whole(plan: InputPlan) -> str:
+    """The fixes that let the whole model run, the CLI's spelling first."""
+    symbols = plan.dims.symbols
+    sizes = (
+        f", or other sizes with --dim SYMBOL=N (dims= in Python; symbols: {', '.join(symbols)})"
+        if symbols
+        else ""
+    )
+    return (
+        "to check the whole model, give real inputs with --inputs NAME:FILE.npy or FILE.npz "
+        f"(inputs= in Python){sizes}"
+    )
+
+
 def _native(site: Site) -> bool:
     """Whether onnxruntime runs the site itself (in a function body, known at the call only)."""
     if site.spec is None:
         return site.location.startswith("function")
-    return site.spec.onnxruntime_native and site.spelling_ok
+    return onnxruntime_runs(site.spec) and site.spelling_ok
 
 
 def _why_not_onnxruntime(plan: InputPlan) -> str:

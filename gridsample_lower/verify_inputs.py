@@ -4,9 +4,11 @@ Inputs that feed a GridSample grid are drawn from [-1.25, 1.25] with lattice poi
 half-way ties mixed in: the exact sampling positions of X's axes (and the midpoints between
 them) when the input *is* the grid, multiples of 1/8 when it only feeds one. Other float inputs
 are standard normal; integer inputs stay small (-8..8 when they feed X, else 0..3); bool and
-string inputs are random too. Symbolic dimensions take the value given in ``dims``, else the
-size a given array shows, else ``DEFAULT_DIM``. What cannot be invented (a shape tensor, an input
-of unknown rank, a sequence) must be given; the error says so.
+string inputs are random too. Symbolic dimensions take the size given for them or for their
+symbols in ``dims``, else the size a given array shows, else one real models accept
+(``dims.Dims``: 64 along image axes, 3 elsewhere). What cannot be invented (a shape tensor, an
+input of unknown rank, a sequence) is recorded in ``InputPlan.missing``: the whole model cannot
+run, and each GridSample is checked alone (``synthetic``) instead.
 """
 
 from __future__ import annotations
@@ -21,11 +23,11 @@ import ml_dtypes
 import numpy as np
 import onnx_ir as ir
 
+from gridsample_lower.dims import Dims
 from gridsample_lower.inventory import Site
 
-__all__ = ["DEFAULT_DIM", "InputPlan", "VerificationSetupError", "load_inputs"]
+__all__ = ["InputPlan", "VerificationSetupError", "load_inputs", "synthetic"]
 
-DEFAULT_DIM = 3  # the size of a symbolic dimension nobody named
 _MAX_VALUES = 2**28  # invented values per sample: 2 GiB in the float64 they are drawn in
 _GRID_RANGE = 1.25
 # Operands that hold shapes, sizes or axes: random values would make no sense there.
@@ -47,7 +49,11 @@ _SHAPE_OPERANDS = {
 
 
 class VerificationSetupError(ValueError):
-    """The check cannot run: an input it cannot read, use or invent, a model nothing runs."""
+    """The check cannot run: an input it cannot read or use, nothing to compare."""
+
+
+class _CannotInvent(VerificationSetupError):
+    """An input that no random value can stand for: it must be given to run the whole model."""
 
 
 def load_inputs(specs: Iterable[str | os.PathLike]) -> dict[str, np.ndarray]:
@@ -112,11 +118,10 @@ class InputPlan:
         model: The reference model, with GridSample inputs typed (``inventory.inferred_types``).
         sites: Its GridSample nodes.
         given: Values for some or all inputs; they are used in every sample.
-        dims: Sizes of symbolic dimensions by name.
+        dims: Sizes of symbolic dimensions, or of the symbols they are written with.
 
     Raises:
-        VerificationSetupError: A given value does not fit, a name is unknown, or an input
-            cannot be invented.
+        VerificationSetupError: A given value does not fit, or a name is unknown.
     """
 
     def __init__(
@@ -128,10 +133,17 @@ class InputPlan:
     ) -> None:
         inputs = list(model.graph.inputs)
         self.given = _checked_given(inputs, dict(given or {}))
-        self.dims = _bind_dims(inputs, self.given, dict(dims or {}))
-        roles = _roles(model, sites, self.dims)
+        roles = _roles(model, sites)
         todo = [v for v in inputs if v.name not in self.given and not v.is_initializer()]
-        self._slots = [_slot(v, self.dims, roles) for v in todo]
+        self.dims = _dims(inputs, roles, self.given, dict(dims or {}), sites)
+        self.missing = ""  # why the whole model cannot run on invented inputs, if it cannot
+        slots = []
+        for value in todo:
+            try:
+                slots.append(_slot(value, self.dims, roles))
+            except _CannotInvent as error:
+                self.missing = self.missing or str(error)
+        self._slots = slots
         _check_size(self._slots)
         self._grids = [name for name in self.given if roles.get(name) not in (None, "x", "shape")]
         sizes = [size for site in sites for size, _ in _lattice_of(site, self.dims) or ()]
@@ -140,7 +152,7 @@ class InputPlan:
     @property
     def complete(self) -> bool:
         """Whether every input is given, so that one sample says all there is to say."""
-        return not self._slots
+        return not self._slots and not self.missing
 
     def far_grid(self) -> bool:
         """Whether a given grid value lands 2**23 pixels or more away on X's longest axis.
@@ -153,6 +165,36 @@ class InputPlan:
     def draw(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """One set of feeds: the given values and fresh random ones for the rest."""
         return {**self.given, **{slot.name: _random(slot, rng) for slot in self._slots}}
+
+
+def synthetic(probe, dims: Dims, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """X and grid for a GridSample alone, of its inferred shapes (``dims`` sizes the symbols).
+
+    ``probe`` carries the node's spec, dtypes and shapes (``verify_nodes.NodeProbe``). A
+    dimension no symbol sizes takes 3 (batch, channels) or 16 (spatial axes, output points);
+    a batch only one input knows is shared by the other.
+    """
+    rank = probe.spec.rank
+    x_shape = _shape_for(probe.shapes[0], rank + 2, dims, lambda k: 16 if k >= 2 else 3)
+    grid_shape = _shape_for(probe.shapes[1], rank + 2, dims, lambda k: 16 if k > 0 else 3)
+    batch = [s[0] for s, known in zip((x_shape, grid_shape), probe.shapes, strict=True) if known]
+    x_shape[0] = grid_shape[0] = batch[0] if batch else x_shape[0]
+    grid_shape[-1] = rank
+    lattice = tuple((size, probe.spec.align_corners) for size in reversed(x_shape[2:]))
+    x_type, grid_type = (np.dtype(ir.DataType(t).numpy()) for t in probe.elem_types)
+    x = _random(_Slot("X", x_type, tuple(x_shape), "x"), rng)
+    grid = _random(_Slot("grid", grid_type, tuple(grid_shape), "grid", lattice), rng)
+    return x, grid
+
+
+def _shape_for(shape, rank: int, dims: Dims, default) -> list[int]:
+    """Sizes for a shape given as ints, dimension names and None (unknown), or None."""
+    if shape is None or len(shape) != rank:
+        return [default(k) for k in range(rank)]
+    return [
+        d if isinstance(d, int) else (dims.size(d) if d else default(k))
+        for k, d in enumerate(shape)
+    ]
 
 
 def _checked_given(inputs: list[ir.Value], given: dict) -> dict[str, np.ndarray]:
@@ -191,47 +233,84 @@ def _text(shape: ir.Shape) -> str:
     return "[" + ",".join(str(d) if isinstance(d, int) else d.value or "?" for d in shape) + "]"
 
 
-def _bind_dims(inputs: list[ir.Value], given: dict, dims: dict[str, int]) -> dict[str, int]:
-    """Explicit sizes, then the sizes given arrays show; unknown explicit names are errors."""
-    named = {d.value for v in inputs if v.shape for d in v.shape if not isinstance(d, int)}
-    unknown = sorted(set(dims) - named)
-    if unknown:
-        known = ", ".join(sorted(n for n in named if n)) or "none"
-        raise VerificationSetupError(f"no symbolic dimension {unknown[0]!r} (dimensions: {known})")
-    bound = dict(dims)
+def _dims(
+    inputs: list[ir.Value], roles: dict[str, str], given: dict, dims: dict[str, int], sites
+) -> Dims:
+    """Sizes for every symbolic dimension: given, shown by given arrays, else chosen."""
+    names, image, shown = [], [], {}
     for v in inputs:
-        if v.name not in given or v.shape is None:
-            continue
-        for d, n in zip(v.shape, given[v.name].shape, strict=True):
-            if isinstance(d, int) or not d.value or d.value in dims:
+        for k, d in enumerate(v.shape or ()):
+            if isinstance(d, int) or not d.value:
                 continue
-            if bound.setdefault(d.value, n) != n:
-                raise VerificationSetupError(
-                    f"dimension {d.value!r} is {bound[d.value]} in one given input, {n} in "
-                    f"{v.name!r}; set it with dims/--dim"
-                )
+            names.append(d.value)
+            if _image_axis(k, len(v.shape), ("site", v.name) in roles, roles.get(v.name)):
+                image.append(d.value)
+            if v.name in given:
+                size = given[v.name].shape[k]
+                if shown.setdefault(d.value, size) != size:
+                    raise VerificationSetupError(
+                        f"dimension {d.value!r} is {shown[d.value]} in one given input, {size} "
+                        f"in {v.name!r}; set it with dims/--dim"
+                    )
+    try:
+        bound = Dims(names, image, dims, shown)
+    except KeyError as error:
+        listed = ", ".join(bound_names(names)) or "none"
+        raise VerificationSetupError(
+            f"no symbolic dimension or symbol {error.args[0]!r} (dimensions: {listed})"
+        ) from None
+    except ValueError as error:
+        raise VerificationSetupError(str(error)) from None
+    todo = [v for v in inputs if v.name not in given and not v.is_initializer()]
+
+    def invented() -> int:
+        shapes = [
+            [d if isinstance(d, int) else bound.size(d.value or "") for d in v.shape]
+            for v in todo
+            if v.shape is not None
+        ]
+        return sum(math.prod(shape) for shape in shapes)
+
+    bound.choose(invented)
     return bound
 
 
-def _size(dim: int | ir.SymbolicDim, dims: Mapping[str, int]) -> int:
-    return dim if isinstance(dim, int) else dims.get(dim.value or "", DEFAULT_DIM)
+def bound_names(names: list[str]) -> list[str]:
+    """Dimension names, then the symbols of those that are expressions: what --dim takes."""
+    from gridsample_lower.dims import symbols_of
+
+    symbols = [s for n in names for s in symbols_of(n) if s not in names]
+    return sorted(set(names)) + sorted(set(symbols))
 
 
-def _slot(value: ir.Value, dims: Mapping[str, int], roles: dict[str, object]) -> _Slot:
-    ask = f"provide input {value.name!r} (inputs= in Python, --inputs on the command line)"
+def _image_axis(axis: int, rank: int, is_grid: bool, role: str | None) -> bool:
+    """Whether ``axis`` of an input of ``rank`` holds pixels: a grid's 1..r, else NC's 2..r+1."""
+    if is_grid:
+        return 1 <= axis < rank - 1
+    return rank >= 3 and axis >= 2 and role != "shape"
+
+
+def _size(dim: int | ir.SymbolicDim, dims: Dims) -> int:
+    return dim if isinstance(dim, int) else dims.size(dim.value or "")
+
+
+def _slot(value: ir.Value, dims: Dims, roles: dict[str, str]) -> _Slot:
+    ask = f"give it with --inputs {value.name}:FILE.npy (inputs= in Python)"
     if not isinstance(value.type, ir.TensorType) or value.dtype is None:
-        raise VerificationSetupError(f"cannot invent a {value.type or 'untyped'} value: {ask}")
+        raise _CannotInvent(f"input {value.name!r} is a {value.type or 'untyped'} value: {ask}")
     if value.shape is None:
-        raise VerificationSetupError(f"cannot invent a value of unknown rank: {ask}")
+        raise _CannotInvent(f"input {value.name!r} has an unknown rank: {ask}")
     role = roles.get(value.name, "")
     if role == "shape":
-        raise VerificationSetupError(f"cannot invent a shape or axes tensor: {ask}")
+        raise _CannotInvent(f"input {value.name!r} holds a shape, sizes or axes: {ask}")
     shape = tuple(_size(d, dims) for d in value.shape)
     dtype = np.dtype(value.dtype.numpy())
-    if not isinstance(role, tuple):
+    site = roles.get(("site", value.name))
+    if site is None:
         return _Slot(value.name, dtype, shape, str(role))
-    fits = len(shape) == len(role) + 2 and shape[-1] == len(role)
-    return _Slot(value.name, dtype, shape, "grid", role if fits else ())
+    lattice = _lattice_of(site, dims) or ()
+    fits = len(shape) == len(lattice) + 2 and shape[-1] == len(lattice)
+    return _Slot(value.name, dtype, shape, "grid", lattice if fits else ())
 
 
 def _check_size(slots: list[_Slot]) -> None:
@@ -245,10 +324,13 @@ def _check_size(slots: list[_Slot]) -> None:
         )
 
 
-def _roles(model: ir.Model, sites: list[Site], dims: Mapping[str, int]) -> dict[str, object]:
-    """Per graph input: "shape", a lattice tuple (it is a grid), "grid" (feeds one) or "x"."""
+def _roles(model: ir.Model, sites: list[Site]) -> dict:
+    """Per graph input: "shape", "grid" (is or feeds a grid) or "x".
+
+    Under the key ``("site", name)``: the site whose grid the input ``name`` is.
+    """
     inputs = {v.name for v in model.graph.inputs}
-    roles: dict[str, object] = {}
+    roles: dict = {}
     for site in sites:
         for name in _sources(site.node.inputs[0], inputs):
             roles.setdefault(name, "x")
@@ -257,7 +339,7 @@ def _roles(model: ir.Model, sites: list[Site], dims: Mapping[str, int]) -> dict[
             roles[name] = "grid"
         grid = site.node.inputs[1]
         if grid is not None and grid.producer() is None and grid.name in inputs:
-            roles[grid.name] = _lattice_of(site, dims) or "grid"
+            roles[("site", grid.name)] = site
     for node in ir.traversal.RecursiveGraphIterator(model.graph):
         for k in _SHAPE_OPERANDS.get(node.op_type, ()):
             value = node.inputs[k] if k < len(node.inputs) else None
@@ -288,7 +370,7 @@ def _sources(value: ir.Value | None, inputs: set[str]) -> set[str]:
     return found
 
 
-def _lattice_of(site: Site, dims: Mapping[str, int]) -> tuple[tuple[int, int], ...] | None:
+def _lattice_of(site: Site, dims: Dims) -> tuple[tuple[int, int], ...] | None:
     """(size, align_corners) of X's spatial axis per grid component, innermost axis first."""
     x_shape = site.node.inputs[0].shape if site.node.inputs[0] is not None else None
     if site.spec is None or x_shape is None or len(x_shape) != site.spec.rank + 2:

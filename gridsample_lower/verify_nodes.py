@@ -27,8 +27,9 @@ from onnx_ir.passes.common import InlinePass
 
 from gridsample_lower.inventory import Site
 from gridsample_lower.protos import graphs
-from gridsample_lower.reference import GridSampleKernel
-from gridsample_lower.runtime import onnxruntime_runner
+from gridsample_lower.reference import AffineGridKernel, GridSampleKernel
+from gridsample_lower.runtime import onnxruntime_runner, onnxruntime_runs
+from gridsample_lower.spec import GridSampleSpec
 from gridsample_lower.verify_report import NodeCheck, compare
 
 __all__ = [
@@ -59,17 +60,60 @@ def model_runner(
             return onnxruntime_runner(model, threads=threads), "onnxruntime"
         except Exception:  # noqa: BLE001  (what onnxruntime refuses goes to the reference)
             pass
-    evaluator = ReferenceEvaluator(_inline_functions(model), new_ops=[GridSampleKernel])
+    model = _inline_functions(model)
+    evaluator = ReferenceEvaluator(model, new_ops=[GridSampleKernel, AffineGridKernel])
+    _keep_declared_types(evaluator, model)
     return (lambda feeds: evaluator.run(None, feeds)), "onnx.reference"
+
+
+def _keep_declared_types(evaluator: ReferenceEvaluator, model: onnx.ModelProto) -> None:
+    """Make each node of the main graph return the type the model declares for its outputs.
+
+    onnx.reference computes some ops in a wider type than they declare (AffineGrid returns
+    float32 for float16), where onnxruntime computes in float32 too but rounds to the declared
+    type, as the model says; the rounded values are what the rest of the model then sees.
+    """
+    declared = _declared_types(model)
+    for node in evaluator.rt_nodes_:
+        wanted = [declared.get(name) for name in node.output]
+        if any(w is not None for w in wanted):
+            node.run = _casting(node.run, wanted)
+
+
+def _casting(run: Callable, wanted: list) -> Callable:
+    def cast(*args, **kwargs):
+        outputs = run(*args, **kwargs)
+        return tuple(
+            value.astype(wanted[k])
+            if k < len(wanted) and wanted[k] is not None and isinstance(value, np.ndarray)
+            else value
+            for k, value in enumerate(outputs)
+        )
+
+    return cast
+
+
+def _declared_types(model: onnx.ModelProto) -> dict[str, np.dtype]:
+    """Element type by value name, as declared or inferred (nothing where inference fails)."""
+    try:
+        graph = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
+    except Exception:  # noqa: BLE001  (a model inference cannot read is still run as it is)
+        graph = model.graph
+    types = {}
+    for info in [*graph.value_info, *graph.output]:
+        elem = info.type.tensor_type.elem_type if info.type.HasField("tensor_type") else 0
+        if elem and elem not in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED):
+            types[info.name] = np.dtype(helper.tensor_dtype_to_np_dtype(elem))
+    return types
 
 
 class Oracle:
     """Runs a reference model: the one choice of runtime for the whole model and for each node.
 
     onnxruntime if ``native`` and it loads the model (``model_runner``), else onnx.reference. If
-    onnxruntime then fails to run it (a configuration its kernel refuses only at run time), that
-    call and every later one run in onnx.reference, and ``notes`` gets a line saying why;
-    ``runtime`` is what runs it now. Failures of onnx.reference are raised.
+    onnxruntime then fails in a GridSample (a configuration its kernel refuses only at run
+    time), that call and every later one run in onnx.reference, and ``notes`` gets a line saying
+    why; ``runtime`` is what runs it now. Its other failures, and onnx.reference's, are raised.
     """
 
     def __init__(
@@ -89,12 +133,14 @@ class Oracle:
         try:
             return self._run(feeds)
         except Exception as error:  # noqa: BLE001  (runtimes' errors have many types)
-            if self.runtime != "onnxruntime":
-                raise
+            if self.runtime != "onnxruntime" or "GridSample" not in str(error):
+                raise  # only a GridSample it refuses is judged elsewhere: the rest is the model's
             why = first_line(error)
-        self._run, self.runtime = model_runner(self.model, native=False, threads=self.threads)
+        run, runtime = model_runner(self.model, native=False, threads=self.threads)
+        outputs = run(feeds)
+        self._run, self.runtime = run, runtime
         self.notes.append(f"onnxruntime failed on {self.what} ({why}); onnx.reference ran it")
-        return self._run(feeds)
+        return outputs
 
 
 def _inline_functions(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -121,11 +167,17 @@ class NodeProbe:
     region_model: onnx.ModelProto
     native: bool
     types: dict[str, int]  # ONNX element type of X and grid by name
-    mode: str
+    spec: GridSampleSpec
+    shapes: tuple  # X's and grid's inferred shapes: ints, names, None (unknown); None: no rank
+    elem_types: tuple[int, int]  # ONNX element types of X and grid
     kept_native: bool = True  # False: the candidate kept a GridSample onnxruntime cannot run
     notes: list[str] = dataclasses.field(default_factory=list)  # where an oracle fell back
     _oracles: dict[bool, Oracle] = dataclasses.field(default_factory=dict)  # by native
     _region_runner: Runner | None = None
+
+    @property
+    def mode(self) -> str:
+        return self.spec.mode
 
     def run(self, x: np.ndarray, grid: np.ndarray, atol: float, rtol: float) -> None:
         """Run both on one sample's X and grid; fold the comparison into ``check``.
@@ -267,8 +319,9 @@ def _probe(check, site: Site, reference, candidate, region) -> NodeProbe:
     nodes, initializers, output = region
     inputs = {x.name: x_type, grid.name: grid_type}  # one input if X and grid are one value
     region_model = _model(candidate, nodes, list(inputs.items()), (output, x_type), initializers)
-    native = bool(site.spec.onnxruntime_native and site.spelling_ok)
+    native = onnxruntime_runs(site.spec) and site.spelling_ok
     kept_native = native or nodes[0].op_type != "GridSample"
+    shapes = tuple(_shape(value) for value in (x, grid))
     return NodeProbe(
         check,
         x.name,
@@ -277,9 +330,18 @@ def _probe(check, site: Site, reference, candidate, region) -> NodeProbe:
         region_model,
         native,
         inputs,
-        site.spec.mode,
+        site.spec,
+        shapes,
+        (x_type, grid_type),
         kept_native,
     )
+
+
+def _shape(value: ir.Value) -> tuple | None:
+    """``value``'s shape as ints, symbolic names and None (unknown), or None (unknown rank)."""
+    if value.shape is None:
+        return None
+    return tuple(d if isinstance(d, int) else (d.value or None) for d in value.shape)
 
 
 def _model(like: onnx.ModelProto, nodes, inputs, output, initializers=()) -> onnx.ModelProto:

@@ -33,11 +33,13 @@ class Comparison:
     atol: float = 0.0
     rtol: float = 0.0
     problem: str = ""
+    checked: bool = True
+    note: str = ""
 
     @property
     def ok(self) -> bool:
-        """No problem (dtype, shape, failure to run) and every element within tolerance."""
-        return not self.problem and self.mismatches == 0
+        """Unchecked, or every element within tolerance and no problem (dtype, shape, a run)."""
+        return not self.checked or (not self.problem and self.mismatches == 0)
 
     def merge(self, other: Comparison) -> None:
         """Fold the figures of another sample into this one (worst error, summed counts)."""
@@ -53,7 +55,11 @@ class Comparison:
 
 @dataclasses.dataclass
 class OutputCheck(Comparison):
-    """One graph output of the candidate against the reference's."""
+    """One graph output of the candidate against the reference's.
+
+    ``checked`` is False when the whole model could not be run (``note`` says why); each
+    GridSample was then checked alone.
+    """
 
 
 @dataclasses.dataclass
@@ -67,12 +73,6 @@ class NodeCheck(Comparison):
     location: str = "main graph"
     configuration: str = ""
     oracle: str = ""
-    checked: bool = True
-    note: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return not self.checked or super().ok
 
 
 @dataclasses.dataclass
@@ -107,12 +107,23 @@ class VerificationReport:
         """Names of the GridSample nodes whose lowered region differs from the node alone."""
         return [c.name for c in self.nodes if not c.ok]
 
+    @property
+    def whole_model(self) -> bool:
+        """Whether the whole models were run and their outputs compared."""
+        return all(c.checked for c in self.outputs)
+
     def summary(self) -> str:
         """One verdict line."""
         checked = sum(c.checked for c in self.nodes)
         if self.ok:
             unchecked = len(self.nodes) - checked
             aside = f" ({unchecked} not checked alone, see notes)" if unchecked else ""
+            if not self.whole_model:
+                return (
+                    f"each GridSample checked alone on {self.samples} synthetic input set(s): "
+                    f"{checked} GridSample node(s) match{aside}; the whole model was not run "
+                    "(see notes)"
+                )
             return (
                 f"verified against {self.oracle} on {self.samples} input set(s): "
                 f"{len(self.outputs)} output(s) and {checked} GridSample node(s) match{aside}"
@@ -125,6 +136,13 @@ class VerificationReport:
             parts.append("every GridSample matches alone: the difference is elsewhere")
         return f"mismatch against {self.oracle}: " + "; ".join(parts)
 
+    def note_lines(self) -> list[str]:
+        """The notes, and why each unchecked node was not checked alone."""
+        notes = [f"note: {note}" for note in self.notes]
+        return notes + [
+            f"note: {c.name!r} not checked alone: {c.note}" for c in self.nodes if c.note
+        ]
+
     def table(self) -> str:
         """Readable tables (outputs, then GridSample nodes), the notes and the verdict line."""
         blocks = []
@@ -132,10 +150,8 @@ class VerificationReport:
             blocks.append(_format_table([_row("output", c) for c in self.outputs]))
         if self.nodes:
             blocks.append(_format_table([_node_row(c) for c in self.nodes]))
-        notes = [f"note: {note}" for note in self.notes]
-        notes += [f"note: {c.name!r} not checked alone: {c.note}" for c in self.nodes if c.note]
-        if notes:
-            blocks.append("\n".join(notes))
+        if self.note_lines():
+            blocks.append("\n".join(self.note_lines()))
         return "\n\n".join([*blocks, self.summary()])
 
     def to_dict(self) -> dict[str, Any]:
@@ -205,7 +221,7 @@ def _what(check: Comparison, kind: str) -> str:
 
 
 def _row(kind: str, check: Comparison) -> dict[str, str]:
-    unchecked = isinstance(check, NodeCheck) and not check.checked
+    unchecked = not check.checked
     figures = {
         "dtype": check.dtype or "-",
         "shape": "[" + ",".join(map(str, check.shape)) + "]" if check.dtype else "-",

@@ -97,26 +97,6 @@ def test_compute_dtype():
     )
 
 
-def test_onnxruntime_native_matches_what_onnxruntime_runs():
-    import numpy as np
-    from conftest import make_grid, run_ort
-
-    for rank in (1, 2, 3, 4):
-        for mode in ("linear", "cubic"):
-            spec = GridSampleSpec(rank, mode, "zeros", 0)
-            model = gridsample_model([1, 1, *[2] * rank], [1, *[2] * rank, rank], mode)
-            feeds = {
-                "X": np.ones([1, 1, *[2] * rank], np.float32),
-                "grid": make_grid(np.random.default_rng(0), (1, *[2] * rank, rank)),
-            }
-            try:
-                run_ort(model, feeds)
-                runs = True
-            except Exception:  # noqa: BLE001
-                runs = False
-            assert runs == spec.onnxruntime_native, spec.label
-
-
 @pytest.mark.parametrize("padding", ["border", "reflection"])
 def test_an_empty_spatial_axis_has_no_pixel_to_pad_with(padding):
     """Border and reflection read pixels that an empty axis lacks: refused (onnxruntime's kernel

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import warnings
 
 import ml_dtypes
@@ -15,9 +16,8 @@ from conftest import gridsample_model, make_grid, run_ort
 from onnx import helper
 from test_passes import IF_LOOP
 
-from gridsample_lower import lower
+from gridsample_lower import lower, verify_nodes
 from gridsample_lower.inventory import find_gridsamples
-from gridsample_lower.spec import GridSampleSpec
 from gridsample_lower.tolerances import tolerance
 from gridsample_lower.verify import (
     VerificationError,
@@ -123,17 +123,21 @@ def test_a_candidate_that_cannot_run_fails():
 
 
 @pytest.mark.parametrize(
-    "dtype,mode,atol",
-    [(np.float16, "cubic", 1e-3), (ml_dtypes.bfloat16, "linear", 8e-3), (np.int32, "linear", 1)],
+    "dtype,mode,atol,oracle",
+    [
+        (np.float16, "cubic", 1e-3, "onnxruntime"),  # its float32 kernel, through Casts
+        (ml_dtypes.bfloat16, "linear", 8e-3, "onnx.reference"),
+        (np.int32, "linear", 1, "onnx.reference"),
+    ],
     ids=["float16", "bfloat16", "int32"],
 )
-def test_half_and_integer_models(dtype, mode, atol):
+def test_half_and_integer_models(dtype, mode, atol, oracle):
     grid_dtype = np.float32 if np.dtype(dtype).kind == "i" else dtype
     model = gridsample_model(
         [1, 2, 4, 5], [1, 3, 2, 2], mode, "reflection", 0, x_dtype=dtype, grid_dtype=grid_dtype
     )
     report = verify(model, lower(model), samples=2)
-    assert report.ok and report.oracle == "onnx.reference", report.table()
+    assert report.ok and report.oracle == oracle, report.table()
     assert report.outputs[0].atol == atol and report.nodes[0].atol == atol
 
 
@@ -188,7 +192,7 @@ def test_symbolic_dims_from_the_option_or_the_given_inputs(rng):
     x = rng.standard_normal((4, 2, 6, 7)).astype(np.float32)
     report = verify(model, lower(model), {"X": x}, samples=1)
     assert report.ok and report.outputs[0].shape == [4, 2, 3, 4]
-    with pytest.raises(VerificationSetupError, match="no symbolic dimension 'btach'"):
+    with pytest.raises(VerificationSetupError, match="no symbolic dimension or symbol 'btach'"):
         verify(model, lower(model), dims={"btach": 2})
 
 
@@ -209,10 +213,18 @@ def test_a_shape_tensor_is_asked_for():
     model.graph.input.append(helper.make_tensor_value_info("new_shape", 7, [4]))
     model.graph.node.append(helper.make_node("Reshape", ["Y", "new_shape"], ["Z"]))
     model.graph.output.append(helper.make_tensor_value_info("Z", 1, None))
-    with pytest.raises(VerificationSetupError, match="shape .* provide input 'new_shape'"):
-        verify(model, lower(model))
+    report = verify(model, lower(model))  # the whole model cannot run: each node alone can
+    assert report.ok and not report.whole_model, report.table()
+    assert not report.outputs[0].checked and report.nodes[0].elements > 0
+    assert any("'new_shape' holds a shape" in note for note in report.notes), report.notes
+    assert any("--inputs NAME:FILE.npy" in note for note in report.notes), report.notes
+    assert "checked alone on 3 synthetic input set(s)" in report.summary()
+    impostor = lower(gridsample_model([1, 2, 5, 6], [1, 3, 4, 2], "nearest"))
+    impostor.graph.input.append(helper.make_tensor_value_info("new_shape", 7, [4]))
+    report = verify(model, impostor, samples=1)
+    assert not report.ok and report.culprits == ["gs"], report.table()
     report = verify(model, lower(model), {"new_shape": np.array([1, 2, 12, 1])}, samples=1)
-    assert report.ok, report.table()
+    assert report.ok and report.whole_model, report.table()
 
 
 @pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
@@ -434,7 +446,8 @@ def test_a_node_onnxruntime_refuses_at_run_time_is_judged_by_onnx_reference(
     model = gridsample_model(x_shape, grid_shape, mode, "border", 0)
     candidate = lower(model)
     impostor = lower(gridsample_model(x_shape, grid_shape, mode, "zeros", 0))
-    monkeypatch.setattr(GridSampleSpec, "onnxruntime_native", property(lambda spec: True))
+    for module in (sys.modules["gridsample_lower.verify"], verify_nodes):
+        monkeypatch.setattr(module, "onnxruntime_runs", lambda spec: True)
     report = verify(model, candidate, samples=1)
     assert report.ok and report.oracle == "onnx.reference", report.table()
     (node,) = report.nodes
@@ -444,3 +457,174 @@ def test_a_node_onnxruntime_refuses_at_run_time_is_judged_by_onnx_reference(
     report = verify(model, impostor, samples=2)
     assert not report.ok and report.culprits == ["gs"], report.table()
     assert report.nodes[0].oracle == "onnx.reference" and report.nodes[0].mismatches > 0
+
+
+def _scaled(model: onnx.ModelProto, factor: float) -> onnx.ModelProto:
+    """``model`` with its output multiplied by ``factor``: a candidate off by a known amount."""
+    scaled = onnx.ModelProto()
+    scaled.CopyFrom(model)
+    out = scaled.graph.output[0].name
+    scaled.graph.node[-1].output[0] = "unscaled"
+    for node in scaled.graph.node:
+        node.input[:] = ["unscaled" if name == out else name for name in node.input]
+    scaled.graph.initializer.append(onnx.numpy_helper.from_array(np.float32(factor), "factor"))
+    scaled.graph.node.append(helper.make_node("Mul", ["unscaled", "factor"], [out]))
+    return scaled
+
+
+def test_the_check_holds_each_output_to_its_bound_not_a_looser_one():
+    """Just inside the float32 bound (5e-5 + 5e-5 |y|) passes; 8x outside it fails."""
+    model = gridsample_model([1, 3, 7, 10], [1, 9, 11, 2], "linear", "border", 1)
+    candidate = lower(model)
+    assert verify(model, _scaled(candidate, 1 + 2e-5), samples=1).ok
+    report = verify(model, _scaled(candidate, 1 + 4e-4), samples=1)
+    assert not report.ok and report.outputs[0].mismatches > 0, report.table()
+
+
+def test_compare_draws_the_line_exactly_at_atol_plus_rtol_times_expected():
+    expected = np.array([1.0, -2.0])
+    bound = 2**-10 + 2**-12 * np.abs(expected)
+    assert compare("y", expected, expected + bound, 2**-10, 2**-12).mismatches == 0
+    beyond = expected + bound + 2**-30
+    assert compare("y", expected, beyond, 2**-10, 2**-12).mismatches == 2
+
+
+def _needs_real_sizes() -> onnx.ModelProto:
+    """A model whose own arithmetic breaks at some sizes: its grid is a pooled flow divided by
+    (size - 1), infinite where the pooled size is 1 (an image of 8 to 15 pixels)."""
+    nodes = [
+        helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[8, 8], strides=[8, 8]),
+        helper.make_node("Shape", ["p"], ["ps"]),
+        helper.make_node("Slice", ["ps", "two", "four"], ["hw"]),
+        helper.make_node("Cast", ["hw"], ["hwf"], to=1),
+        helper.make_node("Sub", ["hwf", "one"], ["hm1"]),
+        helper.make_node("Transpose", ["p"], ["pt"], perm=[0, 2, 3, 1]),
+        helper.make_node("Div", ["pt", "hm1"], ["grid"]),
+        helper.make_node("GridSample", ["p", "grid"], ["y"], name="warp", align_corners=1),
+    ]
+    constants = [
+        onnx.numpy_helper.from_array(np.array([2]), "two"),
+        onnx.numpy_helper.from_array(np.array([4]), "four"),
+        onnx.numpy_helper.from_array(np.float32(1), "one"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "needs_real_sizes",
+        [helper.make_tensor_value_info("x", 1, ["N", 2, "H", "W"])],
+        [helper.make_tensor_value_info("y", 1, None)],
+        constants,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)
+
+
+def test_symbolic_image_axes_default_to_sizes_real_models_take():
+    model = _needs_real_sizes()
+    report = verify(model, lower(model), samples=1)
+    assert report.ok and report.whole_model, report.table()
+    assert report.outputs[0].shape == [3, 2, 8, 8]  # x: 3 x 2 x 64 x 64, pooled by 8
+    assert "symbolic sizes chosen: N=3, H=64, W=64" in report.notes
+
+
+def test_a_grid_the_model_makes_infinite_is_said_and_each_node_checked_alone():
+    model = _needs_real_sizes()
+    report = verify(model, lower(model), samples=2, dims={"H": 9, "W": 12})
+    assert report.ok and not report.whole_model, report.table()
+    assert not report.outputs[0].checked and report.nodes[0].checked
+    assert report.nodes[0].elements > 0 and report.nodes[0].mismatches == 0
+    why, how = report.notes[-2:]
+    assert "the grid of GridSample 'warp' holds NaN or infinity" in why and "H=9, W=12" in why
+    assert "--dim SYMBOL=N" in how and "symbols: N, H, W" in how and "--inputs" in how
+    wrong = lower(model)  # a region that computes something else is still caught
+    first = next(n for n in wrong.graph.node if n.name.startswith("warp/") and n.op_type == "Add")
+    first.op_type = "Sub"
+    report = verify(model, wrong, samples=1, dims={"H": 9, "W": 12})
+    assert not report.ok and report.culprits == ["warp"], report.table()
+
+
+def test_a_reference_that_fails_on_invented_inputs_leaves_each_node_checked_alone():
+    model = gridsample_model(["N", 2, "H", "W"], ["N", 5, 6, 2], "cubic", "border", 0)
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.array([3, 2, 64, 64]), "s"))
+    model.graph.node.append(helper.make_node("Reshape", ["X", "s"], ["flat"]))
+    model.graph.output.append(helper.make_tensor_value_info("flat", 1, None))
+    assert verify(model, lower(model), samples=1).whole_model  # 3 x 2 x 64 x 64 by default
+    report = verify(model, lower(model), samples=1, dims={"H": 10})
+    assert report.ok and not report.whole_model, report.table()
+    assert any(
+        "the original failed on invented inputs (N=3, H=10, W=64)" in n for n in report.notes
+    )
+
+
+def test_a_symbol_sizes_the_expressions_an_exporter_writes():
+    """dynamo writes dimensions as expressions of symbols (``32*h``); --dim h=3 sizes them all."""
+    model = gridsample_model([1, 2, "32*h", "32*w"], [1, "h", "w", 2], "nearest", "zeros", 0)
+    report = verify(model, lower(model), samples=1, dims={"h": 3})
+    assert report.ok and report.outputs[0].shape == [1, 2, 3, 2], report.table()
+    assert "symbolic sizes chosen: w=2" in report.notes  # 64 pixels
+    x = np.zeros((1, 2, 160, 64), np.float32)
+    report = verify(model, lower(model), {"X": x}, samples=1)
+    assert report.ok and report.outputs[0].shape == [1, 2, 5, 2], report.table()
+
+
+def _half_stn() -> onnx.ModelProto:
+    """A spatial transformer exported in half precision: AffineGrid -> GridSample, float16."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["size"]),
+        helper.make_node("AffineGrid", ["theta", "size"], ["grid"], align_corners=0),
+        helper.make_node("GridSample", ["x", "grid"], ["y"], name="gs", mode="linear"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "stn16",
+        [
+            helper.make_tensor_value_info("theta", 10, ["N", 2, 3]),
+            helper.make_tensor_value_info("x", 10, ["N", 3, 30, 20]),
+        ],
+        [helper.make_tensor_value_info("y", 10, ["N", 3, 30, 20])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)
+
+
+def test_a_half_precision_stn_is_judged_by_what_onnxruntime_runs(rng):
+    model = _half_stn()
+    report = verify(model, lower(model))
+    assert report.ok and report.oracle == "onnxruntime", report.table()
+    feeds = {
+        "theta": rng.standard_normal((2, 2, 3)).astype(np.float16),
+        "x": rng.standard_normal((2, 3, 30, 20)).astype(np.float16),
+    }
+    expected = run_ort(model, feeds)
+    np.testing.assert_allclose(run_ort(lower(model), feeds), expected, atol=1e-3, rtol=1e-3)
+
+
+def test_onnx_reference_keeps_the_types_the_model_declares():
+    """Its AffineGrid returns float32 for float16 and float64 theta, its ReduceSumSquare int64
+    for int32: the oracle rounds each to the declared type, as onnxruntime computes them."""
+    from gridsample_lower.verify_nodes import model_runner
+
+    model = _half_stn()
+    run, runtime = model_runner(model, native=False)
+    feeds = {
+        "theta": np.eye(2, 3, dtype=np.float16)[None],
+        "x": np.ones((1, 3, 30, 20), np.float16),
+    }
+    assert runtime == "onnx.reference" and run(feeds)[0].dtype == np.float16
+    for node, elem, value in [
+        (helper.make_node("AffineGrid", ["a", "size"], ["b"]), 11, np.eye(2, 3)[None] * 0.7),
+        (helper.make_node("ReduceSumSquare", ["a"], ["b"], keepdims=0), 6, np.arange(6)),
+    ]:
+        inputs = [helper.make_tensor_value_info("a", elem, list(value.shape))]
+        if node.op_type == "AffineGrid":
+            inputs.append(helper.make_tensor_value_info("size", 7, [4]))
+        graph = helper.make_graph(
+            [node], "g", inputs, [helper.make_tensor_value_info("b", elem, None)]
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)
+        feeds = {
+            "a": value.astype(helper.tensor_dtype_to_np_dtype(elem)),
+            "size": np.array([1, 1, 7, 9]),
+        }
+        feeds = {k: v for k, v in feeds.items() if k in {i.name for i in inputs}}
+        (ours,) = model_runner(model, native=False)[0](feeds)
+        theirs = run_ort(model, feeds)
+        assert ours.dtype == theirs.dtype
+        np.testing.assert_array_equal(ours, theirs)

@@ -86,7 +86,7 @@ def test_inputs_from_npz_and_npy_and_tolerance_overrides(warps, tmp_path, rng):
         (["--inputs", "X:nowhere.npy"], "expected FILE.npz or NAME:FILE.npy"),
         (["--atol", "loose"], "expected [NAME:]VALUE"),
         (["--atol", "nothing:1"], "no output or GridSample node named 'nothing'"),
-        (["--dim", "N=2"], "no symbolic dimension 'N'"),
+        (["--dim", "N=2"], "no symbolic dimension or symbol 'N'"),
         (["--samples", "0"], "--samples"),
     ],
 )
@@ -185,3 +185,32 @@ def test_onnxruntime_logs_nothing_on_stderr(symbolic, tmp_path):
     np.save(tmp_path / "x.npy", x)
     result = cli("verify", *symbolic, "--inputs", f"X:{tmp_path / 'x.npy'}", "--dim", "N=5")
     assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+
+
+def test_dim_takes_a_symbol_of_an_expression_and_lower_explains_a_model_it_cannot_run(tmp_path):
+    """--dim h=3 sizes a dimension written 32*h; a grid the model makes infinite at the sizes
+    given is said, with the way out, and each node is checked alone (exit 0)."""
+    from test_verify import _needs_real_sizes
+
+    expression = tmp_path / "expr.onnx"
+    onnx.save(gridsample_model([1, 2, "32*h", 64], [1, "h", 4, 2], "nearest"), expression)
+    result = in_process("lower", expression, "-o", tmp_path / "e.onnx", "--dim", "h=3")
+    assert result.exit_code == 0 and "1 output(s) and 1 GridSample node(s) match" in result.stdout
+    sizes = tmp_path / "sizes.onnx"
+    onnx.save(_needs_real_sizes(), sizes)
+    out = tmp_path / "s.onnx"
+    result = in_process("lower", sizes, "-o", out, "--dim", "H=9", "--dim", "W=12", "--no-check")
+    assert result.exit_code == 0 and out.exists(), result.stderr
+    assert "'warp' holds NaN or infinity on invented inputs (N=3, H=9, W=12)" in result.stdout
+    assert "--dim SYMBOL=N" in result.stdout and "checked alone" in result.stdout
+
+
+def test_inspect_says_onnxruntime_runs_float16(tmp_path):
+    """It runs float16 through its float32 kernel: the native column tries the kernel."""
+    path = tmp_path / "half.onnx"
+    onnx.save(
+        gridsample_model([1, 2, 5, 6], [1, 3, 4, 2], x_dtype=np.float16, grid_dtype=np.float16),
+        path,
+    )
+    result = in_process("inspect", path, "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["onnxruntime_native"] is True

@@ -20,6 +20,7 @@ from conftest import (
 
 from gridsample_lower import lower, supported_specs
 from gridsample_lower.reference import grid_sample
+from gridsample_lower.runtime import onnxruntime_runs
 from gridsample_lower.sampling import (
     ROWS_MIN_CHANNELS,
     SCALED_MAX_VALUES,
@@ -30,7 +31,7 @@ from gridsample_lower.targets import TARGETS
 
 
 def _run_case(spec, rng, dtype, *, batch=2, channels=2, far=False, target="generic"):
-    native = spec.onnxruntime_native
+    native = onnxruntime_runs(spec)
     sizes_in, sizes_out = spatial_shapes(spec.rank, small=not native)
     x = rng.standard_normal((batch, channels, *sizes_in)).astype(dtype)
     grid = make_grid(rng, (batch, *sizes_out, spec.rank), far=far, dtype=dtype)
@@ -60,7 +61,7 @@ def test_every_configuration_many_channels(spec, target, rng):
 def test_channel_by_channel(spec, channels, batch, rng):
     """For onnxruntime, one channel, or a few with 8 taps or more, are gathered channel by
     channel, each channel's taps summed by a MatMul; else every channel by one gather."""
-    sizes_in, sizes_out = spatial_shapes(spec.rank, small=not spec.onnxruntime_native)
+    sizes_in, sizes_out = spatial_shapes(spec.rank, small=not onnxruntime_runs(spec))
     x = rng.standard_normal((2 if batch == "N" else batch, channels, *sizes_in)).astype(np.float32)
     grid = make_grid(rng, (x.shape[0], *sizes_out, spec.rank), far=True)
     model = gridsample_model(

@@ -1,0 +1,77 @@
+"""What onnxruntime runs, found by trying its kernel, and how it runs the types it lacks."""
+
+from __future__ import annotations
+
+import itertools
+
+import ml_dtypes
+import numpy as np
+import onnx_ir as ir
+import pytest
+from conftest import make_grid
+
+from gridsample_lower.models import gridsample_model
+from gridsample_lower.runtime import onnxruntime_runner, onnxruntime_runs
+from gridsample_lower.spec import MODES, GridSampleSpec
+
+D = ir.DataType
+# onnxruntime's CPU GridSample, as its kernel registers it: float and double X with a grid of the
+# same type, 4-D and 5-D X, cubic 4-D only; float16 runs through the float32 kernel (Casts).
+KERNEL_RUNS = {
+    (rank, mode, x, grid)
+    for rank, mode in [(2, "linear"), (2, "nearest"), (2, "cubic"), (3, "linear"), (3, "nearest")]
+    for x, grid in [(D.FLOAT, D.FLOAT), (D.DOUBLE, D.DOUBLE), (D.FLOAT16, D.FLOAT16)]
+}
+TYPES = [
+    (D.FLOAT, D.FLOAT),
+    (D.DOUBLE, D.DOUBLE),
+    (D.FLOAT16, D.FLOAT16),
+    (D.BFLOAT16, D.BFLOAT16),
+    (D.UINT8, D.FLOAT),
+    (D.INT64, D.FLOAT),
+    (D.FLOAT, D.DOUBLE),
+]
+
+
+@pytest.mark.parametrize("rank", [1, 2, 3, 4])
+@pytest.mark.parametrize("mode", MODES)
+def test_onnxruntime_runs_what_its_kernel_registers(rank, mode):
+    for x, grid in TYPES:
+        spec = GridSampleSpec(rank, mode, "zeros", 0, x, grid)
+        assert onnxruntime_runs(spec) == ((rank, mode, x, grid) in KERNEL_RUNS), (spec, x, grid)
+
+
+@pytest.mark.parametrize(
+    ("mode", "padding", "align"), itertools.product(MODES, ["zeros", "reflection"], [0, 1])
+)
+def test_float16_runs_as_the_float32_kernel_rounded(mode, padding, align, rng):
+    """What the oracle assumes for float16 (reference.coordinate_dtype): the float32 kernel on the
+    values widened, its result rounded to float16."""
+    x = rng.standard_normal((2, 3, 7, 10)).astype(np.float16)
+    grid = make_grid(rng, (2, 5, 6, 2), dtype=np.float16)
+    half = gridsample_model(
+        [2, 3, 7, 10], [2, 5, 6, 2], mode, padding, align, x_dtype=np.float16, grid_dtype=np.float16
+    )
+    single = gridsample_model([2, 3, 7, 10], [2, 5, 6, 2], mode, padding, align)
+    (y,) = onnxruntime_runner(half)({"X": x, "grid": grid})
+    (y32,) = onnxruntime_runner(single)(
+        {"X": x.astype(np.float32), "grid": grid.astype(np.float32)}
+    )
+    assert y.dtype == np.float16 and np.array_equal(y, y32.astype(np.float16), equal_nan=True)
+
+
+def test_bfloat16_inputs_and_outputs_pass_as_float32():
+    """onnxruntime's Python API has no bfloat16: the runner exchanges them as float32, exactly."""
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("Identity", ["a"], ["b"])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("a", TensorProto.BFLOAT16, [3])],
+        [helper.make_tensor_value_info("b", TensorProto.BFLOAT16, [3])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)
+    a = np.array([1.5, -3.25, 1e30], dtype=ml_dtypes.bfloat16)
+    (b,) = onnxruntime_runner(model)({"a": a})
+    assert b.dtype == ml_dtypes.bfloat16 and np.array_equal(a, b)
