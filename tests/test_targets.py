@@ -15,12 +15,13 @@ from gridsample_lower.sampling import ROWS_MIN_CHANNELS
 from gridsample_lower.targets import TARGETS, Target, get_target
 
 GATHERS = {"Gather": 1, "GatherElements": 1, "GatherND": 1}
+_SIZES_IN, _SIZES_OUT = [4, 3, 5, 3], [3, 2, 2, 2]  # H != W, not powers of two where it counts
 
 
 def _lowered(spec, target, channels=2, symbolic=False):
     r = spec.rank
-    x_shape = [2, channels, *[4, 3, 5][:r]]
-    grid_shape = [2, *[3, 2, 2][:r], r]
+    x_shape = [2, channels, *_SIZES_IN[:r]]
+    grid_shape = [2, *_SIZES_OUT[:r], r]
     if symbolic:
         x_shape = ["N", channels, *[f"d{i}" for i in range(r)]]
         grid_shape = ["N", *[f"o{i}" for i in range(r)], r]
@@ -47,14 +48,18 @@ def test_lowered_graph_stays_within_the_profile(name, spec):
             assert _index_types(lowered) == {target.index_dtype}
 
 
-@pytest.mark.parametrize("spec", supported_specs(), ids=lambda s: s.label.replace(" ", "-"))
-def test_webnn_forms_compute_the_same(spec, rng):
-    """Floor-based rounding, Min/Max clamps and row gathers agree with the reference."""
+@pytest.mark.parametrize("name", list(TARGETS))
+@pytest.mark.parametrize(
+    "spec", supported_specs(ranks=(1, 2, 3, 4)), ids=lambda s: s.label.replace(" ", "-")
+)
+def test_every_target_computes_the_same_in_every_mode_and_rank(name, spec, rng):
+    """Each target's forms (Floor-based rounding, Min/Max clamps, row gathers, int32 indices,
+    MatMul and BatchNormalization sums) agree with the reference, with few and many channels."""
+    r = spec.rank
     for channels in (2, ROWS_MIN_CHANNELS):
-        lowered = _lowered(spec, "webnn", channels)
-        r = spec.rank
-        x = rng.standard_normal((2, channels, *[4, 3, 5][:r])).astype(np.float32)
-        grid = make_grid(rng, (2, *[3, 2, 2][:r], r), far=True)
+        lowered = _lowered(spec, name, channels)
+        x = rng.standard_normal((2, channels, *_SIZES_IN[:r])).astype(np.float32)
+        grid = make_grid(rng, (2, *_SIZES_OUT[:r], r), far=True)
         expected = grid_sample(x, grid, spec.mode, spec.padding_mode, spec.align_corners)
         assert_close(
             run_ort(lowered, {"X": x, "grid": grid}), expected.astype(np.float32), spec.mode
