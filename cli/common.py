@@ -187,7 +187,7 @@ _VERIFY_OPTIONS = [
         multiple=True,
         metavar="NAME=VALUE",
         help="Size of a symbolic dimension, or of a symbol in one (h for 32*h) (default: from "
-        "given inputs, else 64 along image axes, 3 elsewhere).",
+        "given inputs, else 128 along image axes, 3 elsewhere).",
     ),
     click.option(
         "--samples",

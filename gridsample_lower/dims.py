@@ -6,7 +6,8 @@ as written or for a symbol (``--dim h32=5`` makes ``32*h32`` 160); given arrays 
 symbols their shapes show. Symbols nobody sized get sizes real models accept: image axes (the
 spatial axes of X-like inputs, and of grids) come out at ``IMAGE_SIZE`` pixels, a multiple of
 every stride a CNN or a feature pyramid divides by, halved while the invented inputs would hold
-more than ``BUDGET`` values; other axes (batch, channels, sequence) at ``OTHER_SIZE``.
+more than ``BUDGET`` values (down to 8); other axes (batch, channels, sequence) at
+``OTHER_SIZE``.
 Expressions are read with Python's ``ast`` and evaluated on whole numbers only: a dimension
 name from a model file is never run as code.
 """
@@ -20,7 +21,10 @@ from collections.abc import Iterable, Mapping
 
 __all__ = ["IMAGE_SIZE", "OTHER_SIZE", "Dims", "symbols_of"]
 
-IMAGE_SIZE = 64  # pixels along an image axis: 64 = 2**6 divides by any stride up to 64
+# Pixels along an image axis: 128 = 2**7 divides by every stride of a feature pyramid, and
+# real models need it (RAFT's 1/64 level divides by its width - 1; a Deformable DETR exported
+# by dynamo at 128 fails at 64).
+IMAGE_SIZE = 128
 OTHER_SIZE = 3  # batch, channels, sequence: small, and not a power of two
 BUDGET = 2**22  # invented values per sample before image axes are halved (down to 8)
 _LARGEST = 2**40
@@ -173,8 +177,8 @@ class Dims:
     def choose(self, count_values) -> None:
         """Size every unbound symbol; ``count_values()`` says how many values inputs would hold.
 
-        Image symbols are sized so that their axes come out at ``IMAGE_SIZE`` (then 32, 16, 8
-        while ``count_values()`` exceeds ``BUDGET``); the others at ``OTHER_SIZE``.
+        Image symbols are sized so that their axes come out at ``IMAGE_SIZE`` (then halved, down
+        to 8, while ``count_values()`` exceeds ``BUDGET``); the others at ``OTHER_SIZE``.
         """
         image_symbols = {s for n in self._image for s in symbols_of(n)} - set(self.values)
         others = [s for s in self.symbols if s not in self.values and s not in image_symbols]
@@ -192,7 +196,7 @@ class Dims:
     def _reach(self, symbol: str, target: int) -> int:
         """The least size of ``symbol`` that makes an image axis using it ``target`` or more.
 
-        ``32*h`` gets h = 2 for 64 pixels (the grid's ``h`` axis then has 2 points).
+        ``32*h`` gets h = 4 for 128 pixels (the grid's ``h`` axis then has 4 points).
         """
         trees = [self._trees[n] for n in self._image if symbol in symbols_of(n)]
         trees = [t for t in trees if t is not None]

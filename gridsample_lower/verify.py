@@ -100,7 +100,7 @@ def verify(
         seed: Seed of the random inputs, at least 0.
         dims: Sizes (ints >= 1) of symbolic dimensions by name, or of the symbols a dimension
             is written with (``{"h": 5}`` for ``32*h``). Default: what given inputs show, else
-            64 along image axes and 3 elsewhere (``dims.Dims``).
+            128 along image axes and 3 elsewhere (``dims.Dims``).
         progress: Called as ``progress(done, total, step)`` before each run.
 
     Returns:
@@ -300,10 +300,13 @@ class _Run:
                     )
                     return
         progress(done + 1, total, f"sample {k + 1}: candidate ({self.candidate_runtime})")
-        self._compare_outputs(values[: len(self.names)], feeds)
+        compared = self._compare_outputs(values[: len(self.names)], feeds)
         for j, probe in enumerate(self.probes):
             progress(done + 2 + j, total, f"sample {k + 1}: GridSample {probe.check.name!r}")
-            self._probe(probe, captured[probe.x_name], captured[probe.grid_name])
+            if probe.whole:  # the node alone is the model just compared: no need to run it twice
+                self._as_whole(probe, compared, captured[probe.x_name])
+            else:
+                self._probe(probe, captured[probe.x_name], captured[probe.grid_name])
 
     def alone(self, samples: int, rng: np.random.Generator, progress: Progress) -> None:
         """Check each GridSample alone on synthetic X and grid: the whole model cannot run."""
@@ -334,21 +337,40 @@ class _Run:
                 f"{first_line(error)}"
             ) from None
 
-    def _compare_outputs(self, expected: list, feeds: dict) -> None:
+    def _as_whole(self, probe: NodeProbe, compared: dict | str, x) -> None:
+        """A node that is the whole model: its check is the output's, at the node's bound."""
+        known = probe.check.oracle.split("+") if probe.check.oracle else []
+        probe.check.oracle = "+".join(dict.fromkeys([*known, self.oracle]))
+        if isinstance(compared, str):
+            probe.check.problem = probe.check.problem or compared
+            return
+        if probe.y_name not in compared:
+            probe.check.problem = "its output is missing from the candidate's outputs"
+            return
+        want, got = compared[probe.y_name]
+        atol, rtol = self.bounds(probe.check.name, np.asarray(x).dtype, probe.mode)
+        probe.check.merge(compare(probe.check.name, want, got, atol, rtol))
+
+    def _compare_outputs(self, expected: list, feeds: dict) -> dict | str:
+        """Compare the candidate's outputs: (expected, actual) by name, or why it failed."""
         try:
             actual = self.run_candidate({k: v for k, v in feeds.items() if k in self.inputs})
         except Exception as error:  # noqa: BLE001  (a candidate that fails is a finding)
+            failure = f"the candidate failed: {first_line(error)}"
             for check in self.outputs.values():
-                check.problem = check.problem or f"the candidate failed: {first_line(error)}"
-            return
+                check.problem = check.problem or failure
+            return failure
+        compared = {}
         for name, want, index in zip(self.names, expected, self.pairs, strict=True):
             check = self.outputs[name]
             if index is None:
                 check.problem = "missing from the candidate's outputs"
                 continue
-            want = np.asarray(want)
+            want, got = np.asarray(want), np.asarray(actual[index])
             atol, rtol = self.bounds(name, want.dtype, self.mode[0])
-            check.merge(compare(name, want, np.asarray(actual[index]), atol, rtol))
+            check.merge(compare(name, want, got, atol, rtol))
+            compared[name] = want, got
+        return compared
 
 
 def _how_to_run_whole(plan: InputPlan) -> str:

@@ -57,7 +57,7 @@ def model_runner(
     """
     if native:
         try:
-            return onnxruntime_runner(model, threads=threads), "onnxruntime"
+            return onnxruntime_runner(model, threads=threads, arena=False), "onnxruntime"
         except Exception:  # noqa: BLE001  (what onnxruntime refuses goes to the reference)
             pass
     model = _inline_functions(model)
@@ -171,6 +171,8 @@ class NodeProbe:
     shapes: tuple  # X's and grid's inferred shapes: ints, names, None (unknown); None: no rank
     elem_types: tuple[int, int]  # ONNX element types of X and grid
     kept_native: bool = True  # False: the candidate kept a GridSample onnxruntime cannot run
+    whole: bool = False  # the node is the whole reference, its region the whole candidate
+    y_name: str = ""  # the node's output in the reference
     notes: list[str] = dataclasses.field(default_factory=list)  # where an oracle fell back
     _oracles: dict[bool, Oracle] = dataclasses.field(default_factory=dict)  # by native
     _region_runner: Runner | None = None
@@ -238,18 +240,39 @@ def probe_nodes(
     """
     names = [site.name for site in sites if site.location == "main graph"]
     consumed = _consumed(candidate.graph) | {o.name for o in candidate.graph.output}
+    index = _Index(candidate.graph)
+    originals = {n.name: n for n in reference.graph.node}
     checks, probes = [], []
     for site in sites:
         check = NodeCheck(site.name, location=site.location)
         check.configuration = site.spec.label if site.spec else ""
         checks.append(check)
         why = _why_not_isolated(site, names)
-        region = None if why else _region(candidate, site, consumed)
+        region = None if why else _region(index, site, consumed)
         if isinstance(region, str) or why:
             check.checked, check.note = False, why or region
             continue
-        probes.append(_probe(check, site, reference, candidate, region))
+        probe = _probe(check, site, originals[site.name], reference, candidate, region)
+        probe.y_name = site.node.outputs[0].name
+        alone = len(reference.graph.node) == 1 and len(region[0]) == len(candidate.graph.node)
+        probe.whole = alone and probe.y_name in {o.name for o in reference.graph.output}
+        probes.append(probe)
     return checks, probes
+
+
+class _Index:
+    """The candidate's nodes by the GridSample they were lowered from, found in one pass."""
+
+    def __init__(self, graph: onnx.GraphProto) -> None:
+        self.regions: dict[str, list[onnx.NodeProto]] = {}
+        self.kept: dict[str, list[onnx.NodeProto]] = {}
+        for node in graph.node:
+            prefix, _, last = node.name.rpartition("/")
+            if prefix and _REGION_NODE.fullmatch(last):
+                self.regions.setdefault(prefix, []).append(node)
+            if node.op_type == "GridSample":
+                self.kept.setdefault(node.name, []).append(node)
+        self.initializers = {t.name: t for t in graph.initializer}
 
 
 def expose(reference: onnx.ModelProto, probes: list[NodeProbe]) -> tuple[onnx.ModelProto, list]:
@@ -277,21 +300,13 @@ def _why_not_isolated(site: Site, main_graph_names: list[str]) -> str:
     return ""
 
 
-def _region(candidate: onnx.ModelProto, site: Site, consumed: set[str]):
+def _region(index: _Index, site: Site, consumed: set[str]):
     """(nodes, initializers, output name) of the site's region, or why there is none."""
-    prefix = site.name + "/"
-    graph = candidate.graph
-    nodes = [
-        n
-        for n in graph.node
-        if n.name.startswith(prefix) and _REGION_NODE.fullmatch(n.name[len(prefix) :])
-    ]
-    kept = [n for n in graph.node if n.name == site.name and n.op_type == "GridSample"]
-    nodes = kept or nodes
+    nodes = index.kept.get(site.name) or index.regions.get(site.name, [])
     if not nodes:
-        return f"no lowered region (nodes named '{prefix}<Op>_<k>') in the candidate"
+        return f"no lowered region (nodes named '{site.name}/<Op>_<k>') in the candidate"
     produced = [o for n in nodes for o in n.output if o]
-    initializers = {t.name: t for t in graph.initializer}
+    initializers = index.initializers
     x_name, grid_name = (v.name for v in site.node.inputs[:2])
     needed = {i for n in nodes for i in n.input if i and i not in produced}
     foreign = sorted(needed - {x_name, grid_name} - set(initializers))
@@ -305,10 +320,9 @@ def _region(candidate: onnx.ModelProto, site: Site, consumed: set[str]):
     return nodes, [initializers[i] for i in sorted(needed & set(initializers))], output
 
 
-def _probe(check, site: Site, reference, candidate, region) -> NodeProbe:
+def _probe(check, site: Site, node: onnx.NodeProto, reference, candidate, region) -> NodeProbe:
     x, grid = site.node.inputs[:2]
     x_type, grid_type = int(x.dtype), int(grid.dtype)
-    (node,) = [n for n in reference.graph.node if n.name == site.name]
     alone = onnx.NodeProto()
     alone.CopyFrom(node)
     alone.ClearField("input")

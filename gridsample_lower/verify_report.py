@@ -18,6 +18,8 @@ import numpy as np
 
 __all__ = ["Comparison", "NodeCheck", "OutputCheck", "VerificationReport", "compare"]
 
+_CHUNK = 2**20  # elements compared at once: a large output needs no float64 copies of itself
+
 
 @dataclasses.dataclass
 class Comparison:
@@ -184,14 +186,15 @@ def compare(
         result.max_abs = result.max_rel = math.inf
         result.mismatches = max(want.size, got.size)
         return result
-    err, scale = _errors(want, got)
-    bad = err > atol + rtol * scale
-    result.max_abs = float(err.max(initial=0.0))
-    rel = np.where(
-        scale > 0, err / np.where(scale > 0, scale, 1.0), np.where(err == np.inf, err, 0)
-    )
-    result.max_rel = float(rel.max(initial=0.0))
-    result.mismatches = int(bad.sum())
+    want, got = want.reshape(-1), got.reshape(-1)
+    for start in range(0, want.size, _CHUNK):  # float64 temporaries of one chunk at a time
+        err, scale = _errors(want[start : start + _CHUNK], got[start : start + _CHUNK])
+        rel = np.where(
+            scale > 0, err / np.where(scale > 0, scale, 1.0), np.where(err == np.inf, err, 0)
+        )
+        result.max_abs = max(result.max_abs, float(err.max(initial=0.0)))
+        result.max_rel = max(result.max_rel, float(rel.max(initial=0.0)))
+        result.mismatches += int((err > atol + rtol * scale).sum())
     return result
 
 

@@ -63,8 +63,8 @@ def test_an_unknown_name_is_refused():
 
 
 def test_image_axes_get_a_size_every_stride_divides():
-    """64 along image axes (RAFT and feature pyramids divide by 8 to 64), 3 elsewhere; an axis
-    written 32*h gets h = 2: 64 pixels."""
+    """128 along image axes (RAFT and feature pyramids divide by 8 to 64), 3 elsewhere; an axis
+    written 32*h gets h = 4: 128 pixels."""
     dims = Dims(["N", "H", "W", "32*h", "S"], image=["H", "W", "32*h"])
     dims.choose(lambda: 0)
     assert dims.values == {
@@ -72,10 +72,10 @@ def test_image_axes_get_a_size_every_stride_divides():
         "S": OTHER_SIZE,
         "H": IMAGE_SIZE,
         "W": IMAGE_SIZE,
-        "h": 2,
+        "h": 4,
     }
-    assert dims.size("32*h") == 64
-    assert dims.describe() == "N=3, H=64, W=64, h=2, S=3"  # in the order of the names
+    assert dims.size("32*h") == 128
+    assert dims.describe() == "N=3, H=128, W=128, h=4, S=3"  # in the order of the names
 
 
 def test_image_axes_are_halved_while_inputs_are_too_large():

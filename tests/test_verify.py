@@ -397,8 +397,16 @@ def test_nothing_compared_is_not_a_pass(tmp_path):
 ORT_VERSION = tuple(int(part) for part in onnxruntime.__version__.split(".")[:2])
 
 
+def _negated(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` (one GridSample) with its output negated: the node is no longer the whole
+    model, so it is also run alone (one that is the whole model is checked by its output)."""
+    model.graph.node.append(helper.make_node("Neg", ["Y"], ["Z"]))
+    model.graph.output[0].name = "Z"
+    return model
+
+
 def test_an_empty_spatial_axis_is_judged_by_onnx_reference_without_warnings(rng):
-    model = gridsample_model([1, 2, "H", 6], [1, 3, 4, 2])
+    model = _negated(gridsample_model([1, 2, "H", 6], [1, 3, 4, 2]))
     ir_model = ir.serde.deserialize_model(model)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no division by the axis size
@@ -443,9 +451,9 @@ def test_a_node_onnxruntime_refuses_at_run_time_is_judged_by_onnx_reference(
     A native table that promises more than the installed onnxruntime runs (as a table written for
     another version would) hands each node to onnxruntime, which loads it and fails at run time.
     """
-    model = gridsample_model(x_shape, grid_shape, mode, "border", 0)
+    model = _negated(gridsample_model(x_shape, grid_shape, mode, "border", 0))
     candidate = lower(model)
-    impostor = lower(gridsample_model(x_shape, grid_shape, mode, "zeros", 0))
+    impostor = lower(_negated(gridsample_model(x_shape, grid_shape, mode, "zeros", 0)))
     for module in (sys.modules["gridsample_lower.verify"], verify_nodes):
         monkeypatch.setattr(module, "onnxruntime_runs", lambda spec: True)
     report = verify(model, candidate, samples=1)
@@ -521,8 +529,8 @@ def test_symbolic_image_axes_default_to_sizes_real_models_take():
     model = _needs_real_sizes()
     report = verify(model, lower(model), samples=1)
     assert report.ok and report.whole_model, report.table()
-    assert report.outputs[0].shape == [3, 2, 8, 8]  # x: 3 x 2 x 64 x 64, pooled by 8
-    assert "symbolic sizes chosen: N=3, H=64, W=64" in report.notes
+    assert report.outputs[0].shape == [3, 2, 16, 16]  # x: 3 x 2 x 128 x 128, pooled by 8
+    assert "symbolic sizes chosen: N=3, H=128, W=128" in report.notes
 
 
 def test_a_grid_the_model_makes_infinite_is_said_and_each_node_checked_alone():
@@ -543,14 +551,14 @@ def test_a_grid_the_model_makes_infinite_is_said_and_each_node_checked_alone():
 
 def test_a_reference_that_fails_on_invented_inputs_leaves_each_node_checked_alone():
     model = gridsample_model(["N", 2, "H", "W"], ["N", 5, 6, 2], "cubic", "border", 0)
-    model.graph.initializer.append(onnx.numpy_helper.from_array(np.array([3, 2, 64, 64]), "s"))
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.array([3, 2, 128, 128]), "s"))
     model.graph.node.append(helper.make_node("Reshape", ["X", "s"], ["flat"]))
     model.graph.output.append(helper.make_tensor_value_info("flat", 1, None))
-    assert verify(model, lower(model), samples=1).whole_model  # 3 x 2 x 64 x 64 by default
+    assert verify(model, lower(model), samples=1).whole_model  # 3 x 2 x 128 x 128 by default
     report = verify(model, lower(model), samples=1, dims={"H": 10})
     assert report.ok and not report.whole_model, report.table()
     assert any(
-        "the original failed on invented inputs (N=3, H=10, W=64)" in n for n in report.notes
+        "the original failed on invented inputs (N=3, H=10, W=128)" in n for n in report.notes
     )
 
 
@@ -558,8 +566,8 @@ def test_a_symbol_sizes_the_expressions_an_exporter_writes():
     """dynamo writes dimensions as expressions of symbols (``32*h``); --dim h=3 sizes them all."""
     model = gridsample_model([1, 2, "32*h", "32*w"], [1, "h", "w", 2], "nearest", "zeros", 0)
     report = verify(model, lower(model), samples=1, dims={"h": 3})
-    assert report.ok and report.outputs[0].shape == [1, 2, 3, 2], report.table()
-    assert "symbolic sizes chosen: w=2" in report.notes  # 64 pixels
+    assert report.ok and report.outputs[0].shape == [1, 2, 3, 4], report.table()
+    assert "symbolic sizes chosen: w=4" in report.notes  # 128 pixels
     x = np.zeros((1, 2, 160, 64), np.float32)
     report = verify(model, lower(model), {"X": x}, samples=1)
     assert report.ok and report.outputs[0].shape == [1, 2, 5, 2], report.table()
@@ -628,3 +636,17 @@ def test_onnx_reference_keeps_the_types_the_model_declares():
         theirs = run_ort(model, feeds)
         assert ours.dtype == theirs.dtype
         np.testing.assert_array_equal(ours, theirs)
+
+
+def test_a_node_that_is_the_whole_model_is_checked_by_its_output_at_its_own_bound():
+    """One run of each model serves both checks (the lowered cubic on 4x32x256x256 ran twice);
+    the node keeps its own tolerance override and its verdict."""
+    model = gridsample_model([1, 2, 7, 10], [1, 5, 6, 2], "cubic", "border", 1)
+    report = verify(model, lower(model), samples=2, atol={"gs": 0.25})
+    (node,) = report.nodes
+    assert report.ok and node.checked and node.elements == report.outputs[0].elements == 120
+    assert node.atol == 0.25 and report.outputs[0].atol == tolerance(np.float32, "cubic")[0]
+    assert node.oracle == report.oracle == "onnxruntime"
+    wrong = lower(gridsample_model([1, 2, 7, 10], [1, 5, 6, 2], "cubic", "zeros", 1))
+    report = verify(model, wrong, samples=1)
+    assert not report.ok and report.culprits == ["gs"], report.table()
