@@ -163,8 +163,8 @@ def verify_and_save(
     """Check ``rewritten`` against ``source`` numerically, then save it; returns the verdict.
 
     On a mismatch the report is printed (unless ``quiet``) and nothing is written (exit code 1);
-    on success its notes are printed. The JSON report is written after the model, so a failed
-    save leaves none.
+    on success the verdict is followed by the report's notes. The JSON report is written after
+    the model, so a failed save leaves none.
     """
     if no_verify:
         save(source, rewritten, dest, full_check=full_check)
@@ -182,10 +182,7 @@ def verify_and_save(
         raise Failure(f"{source.path}: {result.summary()}; nothing written", exit_code=1)
     save(source, rewritten, dest, full_check=full_check)
     write_report(dest.report, result)
-    if not quiet:  # what the verdict's "see notes" points at
-        for line in result.note_lines():
-            click.echo(line)
-    return result.summary()
+    return "\n".join([result.summary(), *result.note_lines()])  # the notes: what was checked
 
 
 def copy_unchanged(source: ModelFile, dest: Destination) -> str:
