@@ -148,6 +148,10 @@ class Dims:
         self._image = [n for n in dict.fromkeys(image) if n in self.names]
         self.chosen: dict[str, int] = {}  # symbol -> size chosen here (no one gave it)
 
+    def sizable(self) -> list[str]:
+        """What a size may be given for: the names as written, then the symbols in them."""
+        return sorted(self.names) + sorted(set(self.symbols) - set(self.names))
+
     def _bind_shown(self, shown: dict[str, int]) -> None:
         """Bind each symbol a given array's size determines (``32*h32`` of size 160: h32=5)."""
         for name, size in shown.items():

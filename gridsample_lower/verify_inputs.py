@@ -135,7 +135,7 @@ class InputPlan:
         self.given = _checked_given(inputs, dict(given or {}))
         roles = _roles(model, sites)
         todo = [v for v in inputs if v.name not in self.given and not v.is_initializer()]
-        self.dims = _dims(inputs, roles, self.given, dict(dims or {}), sites)
+        self.dims = _dims(inputs, roles, self.given, dict(dims or {}))
         self.missing = ""  # why the whole model cannot run on invented inputs, if it cannot
         slots = []
         for value in todo:
@@ -233,9 +233,7 @@ def _text(shape: ir.Shape) -> str:
     return "[" + ",".join(str(d) if isinstance(d, int) else d.value or "?" for d in shape) + "]"
 
 
-def _dims(
-    inputs: list[ir.Value], roles: dict[str, str], given: dict, dims: dict[str, int], sites
-) -> Dims:
+def _dims(inputs: list[ir.Value], roles: dict, given: dict, dims: dict[str, int]) -> Dims:
     """Sizes for every symbolic dimension: given, shown by given arrays, else chosen."""
     names, image, shown = [], [], {}
     for v in inputs:
@@ -255,7 +253,7 @@ def _dims(
     try:
         bound = Dims(names, image, dims, shown)
     except KeyError as error:
-        listed = ", ".join(bound_names(names)) or "none"
+        listed = ", ".join(Dims(names).sizable()) or "none"
         raise VerificationSetupError(
             f"no symbolic dimension or symbol {error.args[0]!r} (dimensions: {listed})"
         ) from None
@@ -273,14 +271,6 @@ def _dims(
 
     bound.choose(invented)
     return bound
-
-
-def bound_names(names: list[str]) -> list[str]:
-    """Dimension names, then the symbols of those that are expressions: what --dim takes."""
-    from gridsample_lower.dims import symbols_of
-
-    symbols = [s for n in names for s in symbols_of(n) if s not in names]
-    return sorted(set(names)) + sorted(set(symbols))
 
 
 def _image_axis(axis: int, rank: int, is_grid: bool, role: str | None) -> bool:

@@ -83,3 +83,7 @@ def test_image_axes_are_halved_while_inputs_are_too_large():
     dims.choose(lambda: 64 * dims.size("D") * dims.size("H") * dims.size("W"))
     assert dims.values == {"D": 32, "H": 32, "W": 32}  # 64 * 32**3 = 2**21 <= BUDGET
     assert 64 * 32**3 <= BUDGET < 64 * 64**3
+
+
+def test_what_a_size_may_be_given_for():
+    assert Dims(["N", "32*h", "h + w"]).sizable() == ["32*h", "N", "h + w", "h", "w"]
