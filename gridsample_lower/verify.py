@@ -126,9 +126,9 @@ def verify(
     ref, cand = _as_proto(reference, "reference"), _as_proto(candidate, "candidate")
     ref, sites, plan, checks, probes = _prepare(ref, cand, _given(inputs), dims)
     bounds = Bounds(atol, rtol, {o.name for o in ref.graph.output} | {c.name for c in checks})
-    run = _Run(ref, cand, sites, probes, bounds, _why_not_onnxruntime(plan), plan)
-    samples = 1 if plan.complete else samples
     rng = np.random.default_rng(seed)
+    run = _Run(ref, cand, sites, probes, bounds, _why_not_onnxruntime(plan), plan, rng)
+    samples = 1 if plan.complete else samples
     progress = progress or (lambda *_: None)
     for k in range(samples):
         if run.unusable:
@@ -225,12 +225,24 @@ class _Run:
     """
 
     def __init__(
-        self, ref, cand, sites, probes: list[NodeProbe], bounds, untrusted: str, plan: InputPlan
+        self,
+        ref,
+        cand,
+        sites,
+        probes: list[NodeProbe],
+        bounds,
+        untrusted: str,
+        plan: InputPlan,
+        rng: np.random.Generator,
     ) -> None:
-        """``untrusted``: why onnxruntime must not judge the given inputs, or ""."""
+        """``untrusted``: why onnxruntime must not judge the given inputs, or "".
+
+        ``rng`` draws the synthetic inputs of the nodes in subgraphs.
+        """
         self.reference, self.exposed = expose(ref, probes)
         self.notes = [untrusted] if untrusted else []
         self.plan, self.unusable, self.untrusted = plan, "", bool(untrusted)
+        self.rng = rng
         self.probes, self.bounds = probes, bounds
         if plan.dims.chosen:
             self.notes.append(f"symbolic sizes chosen: {plan.dims.describe()}")
@@ -305,6 +317,8 @@ class _Run:
             progress(done + 2 + j, total, f"sample {k + 1}: GridSample {probe.check.name!r}")
             if probe.whole:  # the node alone is the model just compared: no need to run it twice
                 self._as_whole(probe, compared, captured[probe.x_name])
+            elif probe.synthetic:  # in a subgraph, whose values the reference cannot show
+                self._probe(probe, *synthetic(probe, self.plan.dims, self.rng))
             else:
                 self._probe(probe, captured[probe.x_name], captured[probe.grid_name])
 

@@ -1,14 +1,17 @@
 """Isolate each GridSample: run the node alone and the candidate's region lowered from it.
 
-The reference is run with every GridSample's X and grid exposed as extra outputs (``expose``).
-Each node is then run alone on those values by an ``Oracle``, the same choice of runtime the
+The reference is run with every main graph GridSample's X and grid exposed as extra outputs
+(``expose``). Each node is then run alone on those values by an ``Oracle``, the same choice of
+runtime the
 whole reference gets: onnxruntime where it runs the configuration natively, else (or once
 onnxruntime refuses the node at run time, say for an empty spatial axis) ``onnx.reference`` with
 ``reference.GridSampleKernel``. So is its region in the candidate: the nodes the lowering named
 ``<GridSample name>/<Op>_<k>``, whose output is the one produced for the GridSample's output
 name (or else the only one used outside the region), or the GridSample of that name if the
 candidate kept it (partial lowering, opset conversion).
-A node in a subgraph or a function body, or without such a region, is not isolated: it gets an
+A node in an If, Loop or Scan body, whose values the reference cannot expose, is run alone on
+synthetic X and grid of its inferred shapes (``synthetic``). A node in a function body (the
+lowering inlines it under other names), or without such a region, is not isolated: it gets an
 unchecked ``NodeCheck`` saying why, and only the whole-model comparison covers it.
 """
 
@@ -172,6 +175,7 @@ class NodeProbe:
     elem_types: tuple[int, int]  # ONNX element types of X and grid
     kept_native: bool = True  # False: the candidate kept a GridSample onnxruntime cannot run
     whole: bool = False  # the node is the whole reference, its region the whole candidate
+    synthetic: bool = False  # in a subgraph: run on synthetic X and grid, not the values seen
     y_name: str = ""  # the node's output in the reference
     notes: list[str] = dataclasses.field(default_factory=list)  # where an oracle fell back
     _oracles: dict[bool, Oracle] = dataclasses.field(default_factory=dict)  # by native
@@ -238,10 +242,12 @@ def probe_nodes(
 
     ``sites`` must still carry their inferred types (inside ``inventory.inferred_types``).
     """
-    names = [site.name for site in sites if site.location == "main graph"]
-    consumed = _consumed(candidate.graph) | {o.name for o in candidate.graph.output}
+    names = [site.name for site in sites if not site.location.startswith("function")]
+    consumed = _consumed(candidate.graph) | {
+        o.name for g in graphs(candidate.graph) for o in g.output
+    }
     index = _Index(candidate.graph)
-    originals = {n.name: n for n in reference.graph.node}
+    originals = {n.name: n for g in graphs(reference.graph) for n in g.node}
     checks, probes = [], []
     for site in sites:
         check = NodeCheck(site.name, location=site.location)
@@ -253,6 +259,9 @@ def probe_nodes(
             check.checked, check.note = False, why or region
             continue
         probe = _probe(check, site, originals[site.name], reference, candidate, region)
+        if site.location != "main graph":  # its values are not outputs the reference can show
+            probe.synthetic = True
+            check.note = f"checked alone on synthetic inputs: it lives in {site.location}"
         probe.y_name = site.node.outputs[0].name
         alone = len(reference.graph.node) == 1 and len(region[0]) == len(candidate.graph.node)
         probe.whole = alone and probe.y_name in {o.name for o in reference.graph.output}
@@ -266,20 +275,22 @@ class _Index:
     def __init__(self, graph: onnx.GraphProto) -> None:
         self.regions: dict[str, list[onnx.NodeProto]] = {}
         self.kept: dict[str, list[onnx.NodeProto]] = {}
-        for node in graph.node:
-            prefix, _, last = node.name.rpartition("/")
-            if prefix and _REGION_NODE.fullmatch(last):
-                self.regions.setdefault(prefix, []).append(node)
-            if node.op_type == "GridSample":
-                self.kept.setdefault(node.name, []).append(node)
-        self.initializers = {t.name: t for t in graph.initializer}
+        self.initializers: dict[str, onnx.TensorProto] = {}
+        for sub in graphs(graph):  # a region lies in the graph its GridSample was in
+            for node in sub.node:
+                prefix, _, last = node.name.rpartition("/")
+                if prefix and _REGION_NODE.fullmatch(last):
+                    self.regions.setdefault(prefix, []).append(node)
+                if node.op_type == "GridSample":
+                    self.kept.setdefault(node.name, []).append(node)
+            self.initializers.update({t.name: t for t in sub.initializer})
 
 
 def expose(reference: onnx.ModelProto, probes: list[NodeProbe]) -> tuple[onnx.ModelProto, list]:
-    """A copy of ``reference`` that also outputs every probe's X and grid, and their names."""
+    """A copy of ``reference`` that also outputs its main graph probes' X and grid, and names."""
     graph = reference.graph
     present = {i.name for i in graph.input} | {o.name for o in graph.output}
-    types = {name: elem for p in probes for name, elem in p.types.items()}
+    types = {name: elem for p in probes if not p.synthetic for name, elem in p.types.items()}
     extra = [name for name in types if name not in present]
     if not extra:
         return reference, []
@@ -290,12 +301,12 @@ def expose(reference: onnx.ModelProto, probes: list[NodeProbe]) -> tuple[onnx.Mo
     return exposed, extra
 
 
-def _why_not_isolated(site: Site, main_graph_names: list[str]) -> str:
-    if site.location != "main graph":
+def _why_not_isolated(site: Site, graph_names: list[str]) -> str:
+    if site.location.startswith("function"):  # inlined when lowered: its region is renamed
         return f"it lives in {site.location}; checked through the whole model only"
     if site.spec is None:
         return f"it cannot be lowered ({site.problem})"
-    if main_graph_names.count(site.name) > 1:
+    if graph_names.count(site.name) > 1:
         return "its name is not unique, so its lowered region cannot be told apart"
     return ""
 

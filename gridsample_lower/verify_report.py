@@ -142,7 +142,9 @@ class VerificationReport:
         """The notes, and why each unchecked node was not checked alone."""
         notes = [f"note: {note}" for note in self.notes]
         return notes + [
-            f"note: {c.name!r} not checked alone: {c.note}" for c in self.nodes if c.note
+            f"note: {c.name!r} " + (f"{c.note}" if c.checked else f"not checked alone: {c.note}")
+            for c in self.nodes
+            if c.note
         ]
 
     def table(self) -> str:

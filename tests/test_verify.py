@@ -311,14 +311,22 @@ def test_onnx_reference_takes_over_when_onnxruntime_fails_at_run_time():
     assert "function local::Warp" in report.nodes[0].note
 
 
-def test_subgraph_nodes_fall_back_to_the_whole_model():
+def test_subgraph_nodes_are_checked_alone_on_synthetic_inputs():
+    """Values inside If and Loop bodies cannot be shown by the reference: their nodes are run
+    alone on synthetic X and grid of their inferred shapes, as well as through the whole model."""
     model = onnx.parser.parse_model(IF_LOOP)
     report = verify(model, lower(model), samples=2)
     assert report.ok, report.table()
-    checked = {n.name: n.checked for n in report.nodes}
-    assert sum(checked.values()) == 1 and len(checked) == 5  # the one in the main graph
-    assert all("checked through the whole model only" in n.note for n in report.nodes if n.note)
-    assert "not checked alone" in report.summary() and "not checked" in report.table()
+    assert [n.checked and n.elements == 2 * 168 for n in report.nodes] == [True] * 5
+    synthetic = [n.name for n in report.nodes if "checked alone on synthetic inputs" in n.note]
+    assert synthetic == ["GridSample_0", "GridSample_1", "GridSample_2", "GridSample_4"]
+    assert "note: 'GridSample_4' checked alone on synthetic inputs: it lives in" in report.table()
+    in_the_loop = IF_LOOP.replace(
+        'mode="linear", padding_mode="zeros"', 'mode="linear", padding_mode="border"'
+    )
+    impostor = lower(onnx.parser.parse_model(in_the_loop))
+    report = verify(model, impostor, samples=1)
+    assert not report.ok and report.culprits == ["GridSample_4"], report.table()
 
 
 def test_unnamed_nodes_are_named_as_the_pass_names_them():
