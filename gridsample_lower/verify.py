@@ -304,7 +304,7 @@ class _Run:
             return
         captured = {**dict(zip(self.names + self.exposed, values, strict=True)), **feeds}
         if not self.untrusted:  # the model itself made them: sizes it does not accept
-            for probe in self.probes:
+            for probe in (p for p in self.probes if not p.synthetic):
                 if not np.isfinite(np.asarray(captured[probe.grid_name], np.float64)).all():
                     self.unusable = (
                         f"the grid of GridSample {probe.check.name!r} holds NaN or infinity "

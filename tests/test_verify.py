@@ -14,7 +14,7 @@ import onnxruntime
 import pytest
 from conftest import gridsample_model, make_grid, run_ort
 from onnx import helper
-from test_passes import IF_LOOP
+from test_passes import IF_LOOP, SCAN
 
 from gridsample_lower import lower, verify_nodes
 from gridsample_lower.inventory import find_gridsamples
@@ -327,6 +327,9 @@ def test_subgraph_nodes_are_checked_alone_on_synthetic_inputs():
     impostor = lower(onnx.parser.parse_model(in_the_loop))
     report = verify(model, impostor, samples=1)
     assert not report.ok and report.culprits == ["GridSample_4"], report.table()
+    scan = onnx.parser.parse_model(SCAN)  # X and grid are the body's own values there
+    report = verify(scan, lower(scan), samples=1)
+    assert report.ok and all(n.checked and n.elements for n in report.nodes), report.table()
 
 
 def test_unnamed_nodes_are_named_as_the_pass_names_them():
