@@ -1,11 +1,11 @@
 """Measure how far lowered GridSample outputs fall from a float64 oracle, per dtype and mode.
 
-The figures justify ``gridsample_lower/tolerances.py``: for each (dtype, mode) the largest
+The figures justify ``gridsample_lower/check/tolerances.py``: for each (dtype, mode) the largest
 ``|lowered - oracle| / (1 + |oracle|)`` over random 1-D/2-D/3-D cases with every padding and
 align_corners, grids with lattice points, ties and far-out values, with few channels and with
 many (each gather path; half of each for the onnxruntime target, whose MatMul sums the taps
 of cubic and 3-D linear, by rows or channel by channel). The oracle is
-``gridsample_lower.reference`` (float64), rounded to the output dtype the way the spec asks.
+``gridsample_lower.check.reference`` (float64), rounded to the output dtype the way the spec asks.
 Run: ``python bench/measure_tolerances.py [--cases N]``.
 """
 
@@ -18,10 +18,10 @@ import ml_dtypes
 import numpy as np
 
 from gridsample_lower import lower
+from gridsample_lower.check.reference import grid_sample
+from gridsample_lower.check.tolerances import tolerance
 from gridsample_lower.models import gridsample_model
-from gridsample_lower.reference import grid_sample
 from gridsample_lower.runtime import onnxruntime_runner
-from gridsample_lower.tolerances import tolerance
 
 DTYPES = [np.float64, np.float32, np.float16, ml_dtypes.bfloat16, np.int16, np.int32]
 

@@ -18,13 +18,13 @@ import click
 import onnx
 
 from gridsample_lower import atomic, model_io
-from gridsample_lower.model_io import ModelCheckError, ModelFile, ModelFileError
-from gridsample_lower.verify import (
+from gridsample_lower.check import (
     VerificationReport,
     VerificationSetupError,
     load_inputs,
     verify,
 )
+from gridsample_lower.model_io import ModelCheckError, ModelFile, ModelFileError
 
 __all__ = [
     "MODEL_PATH",

@@ -1,12 +1,6 @@
 """Lower ONNX GridSample to primitive ops that every runtime has."""
 
-from gridsample_lower.opset import OpsetConversionError, downgrade, upgrade
-from gridsample_lower.passes import LowerGridSamplePass, LoweringResult, lower, lower_with_report
-from gridsample_lower.registry import supported_specs
-from gridsample_lower.rule import GridSampleLowering, gridsample_rule
-from gridsample_lower.spec import GridSampleSpec, UnsupportedGridSample
-from gridsample_lower.targets import TARGETS, Target
-from gridsample_lower.verify import (
+from gridsample_lower.check import (
     NodeCheck,
     OutputCheck,
     VerificationError,
@@ -14,6 +8,12 @@ from gridsample_lower.verify import (
     VerificationSetupError,
     verify,
 )
+from gridsample_lower.opset import OpsetConversionError, downgrade, upgrade
+from gridsample_lower.passes import LowerGridSamplePass, LoweringResult, lower, lower_with_report
+from gridsample_lower.registry import supported_specs
+from gridsample_lower.rule import GridSampleLowering, gridsample_rule
+from gridsample_lower.spec import GridSampleSpec, UnsupportedGridSample
+from gridsample_lower.targets import TARGETS, Target
 
 __all__ = [
     "TARGETS",

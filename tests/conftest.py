@@ -2,7 +2,7 @@
 
 ``gridsample_model`` (the one-node model factory) comes from the package. Oracles, in order of preference: onnxruntime's native kernel (4-D, 5-D non-cubic, float/double),
 the ONNX reference evaluator (everything else, slow: keep shapes tiny), and
-``gridsample_lower.reference`` only where the ONNX reference is known to be wrong (cubic + border,
+``gridsample_lower.check.reference`` only where the ONNX reference is known to be wrong (cubic + border,
 integer X, size-1 axes under reflection); that kernel is itself checked in test_reference.py.
 """
 
@@ -19,11 +19,11 @@ from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail, RuntimeException
 
-from gridsample_lower import reference
+from gridsample_lower.check import reference
+from gridsample_lower.check.tolerances import tolerance
 from gridsample_lower.models import gridsample_model
 from gridsample_lower.runtime import onnxruntime_runner
 from gridsample_lower.spec import GridSampleSpec
-from gridsample_lower.tolerances import tolerance
 
 # How onnxruntime refuses a GridSample its kernel lacks, when run (RuntimeException before 1.27).
 ORT_REFUSAL = (Fail, RuntimeException)
@@ -157,3 +157,50 @@ def external(tmp_path) -> pathlib.Path:
 @pytest.fixture
 def x(rng):
     return rng.standard_normal(X_SHAPE).astype(np.float32)
+
+
+def two_warps(padding_b="zeros", name_b="warp_b"):
+    """Two GridSamples on one X, their outputs summed into one graph output."""
+    grid_info = [helper.make_tensor_value_info(g, 1, [1, 3, 4, 2]) for g in ("grid_a", "grid_b")]
+    nodes = [
+        helper.make_node("GridSample", ["X", "grid_a"], ["ya"], name="warp_a", mode="linear"),
+        helper.make_node(
+            "GridSample", ["X", "grid_b"], ["yb"], name=name_b, padding_mode=padding_b
+        ),
+        helper.make_node("Add", ["ya", "yb"], ["out"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "two_warps",
+        [helper.make_tensor_value_info("X", 1, [1, 2, 5, 6]), *grid_info],
+        [helper.make_tensor_value_info("out", 1, [1, 2, 3, 4])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)
+
+
+def needs_real_sizes() -> onnx.ModelProto:
+    """A model whose own arithmetic breaks at some sizes: its grid is a pooled flow divided by
+    (size - 1), infinite where the pooled size is 1 (an image of 8 to 15 pixels)."""
+    nodes = [
+        helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[8, 8], strides=[8, 8]),
+        helper.make_node("Shape", ["p"], ["ps"]),
+        helper.make_node("Slice", ["ps", "two", "four"], ["hw"]),
+        helper.make_node("Cast", ["hw"], ["hwf"], to=1),
+        helper.make_node("Sub", ["hwf", "one"], ["hm1"]),
+        helper.make_node("Transpose", ["p"], ["pt"], perm=[0, 2, 3, 1]),
+        helper.make_node("Div", ["pt", "hm1"], ["grid"]),
+        helper.make_node("GridSample", ["p", "grid"], ["y"], name="warp", align_corners=1),
+    ]
+    constants = [
+        onnx.numpy_helper.from_array(np.array([2]), "two"),
+        onnx.numpy_helper.from_array(np.array([4]), "four"),
+        onnx.numpy_helper.from_array(np.float32(1), "one"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "needs_real_sizes",
+        [helper.make_tensor_value_info("x", 1, ["N", 2, "H", "W"])],
+        [helper.make_tensor_value_info("y", 1, None)],
+        constants,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)

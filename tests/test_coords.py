@@ -12,7 +12,7 @@ from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
 
 from gridsample_lower import lower, supported_specs
-from gridsample_lower.reference import grid_sample
+from gridsample_lower.check.reference import grid_sample
 from gridsample_lower.sampling import ROWS_MIN_CHANNELS
 from gridsample_lower.spec import ALIGN_CORNERS, MODES, PADDING_MODES, GridSampleSpec
 

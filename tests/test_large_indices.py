@@ -22,10 +22,10 @@ from onnx import TensorProto
 from onnxscript import rewriter
 
 from gridsample_lower import GridSampleSpec, UnsupportedGridSample, lower, lower_with_report
+from gridsample_lower.check.reference import grid_sample
 from gridsample_lower.decompositions.cubic import CUBIC
 from gridsample_lower.decompositions.linear import LINEAR
 from gridsample_lower.index_range import index_refusal, ring_width
-from gridsample_lower.reference import grid_sample
 from gridsample_lower.rule import gridsample_rule
 from gridsample_lower.sampling import ROWS_MIN_CHANNELS
 from gridsample_lower.targets import get_target

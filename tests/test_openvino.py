@@ -11,7 +11,7 @@ import pytest
 from conftest import assert_close, gridsample_model, make_grid
 
 from gridsample_lower import lower, supported_specs
-from gridsample_lower.reference import grid_sample
+from gridsample_lower.check.reference import grid_sample
 
 ov = pytest.importorskip("openvino")
 

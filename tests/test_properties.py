@@ -5,7 +5,7 @@ Hypothesis draws the spatial rank (1-4), mode, padding, align_corners, X and gri
 and grid values: a dyadic lattice (exact in every
 float type, so it holds half-way ties, exact borders and pixel centres), far values up to
 2**19, huge ones (1e30, float32's max), NaN and +-inf, and for linear/cubic arbitrary floats.
-The oracle is ``gridsample_lower.reference`` (float64, itself checked against onnxruntime and
+The oracle is ``gridsample_lower.check.reference`` (float64, itself checked against onnxruntime and
 the ONNX reference); where onnxruntime runs the configuration natively and every coordinate is
 finite and moderate, onnxruntime's own kernel must agree too.
 
@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from gridsample_lower import lower
-from gridsample_lower.reference import grid_sample
+from gridsample_lower.check.reference import grid_sample
 from gridsample_lower.runtime import onnxruntime_runner
 from gridsample_lower.spec import MODES, PADDING_MODES
 

@@ -23,7 +23,7 @@ from onnx import TensorProto, helper
 from test_passes import FUNCTION, IF_LOOP
 
 from gridsample_lower import LowerGridSamplePass, UnsupportedGridSample, lower, lower_with_report
-from gridsample_lower.reference import grid_sample
+from gridsample_lower.check.reference import grid_sample
 from gridsample_lower.sampling import ROWS_MIN_CHANNELS
 
 ROOT = pathlib.Path(__file__).parents[1]

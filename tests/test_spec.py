@@ -8,7 +8,7 @@ import pytest
 from conftest import assert_close, gridsample_model, make_grid, run_ort
 
 from gridsample_lower import lower
-from gridsample_lower.reference import grid_sample
+from gridsample_lower.check.reference import grid_sample
 from gridsample_lower.spec import (
     GridSampleSpec,
     UnsupportedGridSample,

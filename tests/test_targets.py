@@ -9,7 +9,7 @@ from conftest import ORT_REFUSAL, assert_close, gridsample_model, make_grid, run
 from onnxscript import rewriter
 
 from gridsample_lower import lower, supported_specs
-from gridsample_lower.reference import grid_sample
+from gridsample_lower.check.reference import grid_sample
 from gridsample_lower.rule import gridsample_rule
 from gridsample_lower.sampling import ROWS_MIN_CHANNELS
 from gridsample_lower.targets import TARGETS, Target, get_target

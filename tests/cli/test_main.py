@@ -49,7 +49,7 @@ def test_lower_a_model_onnxruntime_cannot_run(tmp_path, rng):
     assert "verified against onnx.reference" in result.stdout
     x = rng.standard_normal((1, 2, 5, 4, 3)).astype(np.float32)
     grid = make_grid(rng, (1, 2, 2, 3, 3))
-    from gridsample_lower.reference import grid_sample
+    from gridsample_lower.check.reference import grid_sample
 
     assert_close(
         run_ort(onnx.load(out), {"X": x, "grid": grid}),

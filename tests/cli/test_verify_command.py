@@ -12,11 +12,10 @@ import numpy as np
 import onnx
 import pytest
 from click.testing import CliRunner
-from conftest import gridsample_model
+from conftest import gridsample_model, needs_real_sizes, two_warps
 from gridsample_lower.cli.common import Progress
 from gridsample_lower.cli.main import main
 from test_main import EXAMPLE, cli
-from test_verify import two_warps
 
 from gridsample_lower import lower
 
@@ -190,14 +189,12 @@ def test_onnxruntime_logs_nothing_on_stderr(symbolic, tmp_path):
 def test_dim_takes_a_symbol_of_an_expression_and_lower_explains_a_model_it_cannot_run(tmp_path):
     """--dim h=3 sizes a dimension written 32*h; a grid the model makes infinite at the sizes
     given is said, with the way out, and each node is checked alone (exit 0)."""
-    from test_verify import _needs_real_sizes
-
     expression = tmp_path / "expr.onnx"
     onnx.save(gridsample_model([1, 2, "32*h", 64], [1, "h", 4, 2], "nearest"), expression)
     result = in_process("lower", expression, "-o", tmp_path / "e.onnx", "--dim", "h=3")
     assert result.exit_code == 0 and "1 output(s) and 1 GridSample node(s) match" in result.stdout
     sizes = tmp_path / "sizes.onnx"
-    onnx.save(_needs_real_sizes(), sizes)
+    onnx.save(needs_real_sizes(), sizes)
     out = tmp_path / "s.onnx"
     result = in_process("lower", sizes, "-o", out, "--dim", "H=9", "--dim", "W=12", "--no-check")
     assert result.exit_code == 0 and out.exists(), result.stderr

@@ -8,7 +8,7 @@ import pytest
 from conftest import assert_close, gridsample_model, make_grid, run_ort, spec_model
 
 from gridsample_lower import lower, supported_specs
-from gridsample_lower.reference import grid_sample
+from gridsample_lower.check.reference import grid_sample
 from gridsample_lower.sampling import ROWS_MIN_CHANNELS
 from gridsample_lower.spec import MODES
 

@@ -1,7 +1,7 @@
 """Every supported configuration, lowered, against the best independent oracle.
 
 onnxruntime's native kernel where it runs (4-D, 5-D non-cubic), else the ONNX reference,
-else (cubic + border, float64) gridsample_lower.reference; see conftest.py.
+else (cubic + border, float64) gridsample_lower.check.reference; see conftest.py.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from conftest import (
 )
 
 from gridsample_lower import lower, supported_specs
-from gridsample_lower.reference import grid_sample
+from gridsample_lower.check.reference import grid_sample
 from gridsample_lower.runtime import onnxruntime_runs
 from gridsample_lower.sampling import (
     ROWS_MIN_CHANNELS,

@@ -1,6 +1,6 @@
 """The tolerance table, pinned to the errors the lowering really makes.
 
-The table (``gridsample_lower.tolerances``) says how far a lowered output may be from the truth.
+The table (``gridsample_lower.check.tolerances``) says how far a lowered output may be from the truth.
 Too tight and the check refuses correct lowerings; too loose and it passes wrong ones. Here the
 lowering's error is measured against the float64 witness (``reference.grid_sample(...,
 witness=True)``) over every mode, padding and align_corners in 2-D and 3-D, with few channels
@@ -18,10 +18,10 @@ import pytest
 from conftest import make_grid, run_ort
 
 from gridsample_lower import lower
+from gridsample_lower.check.reference import grid_sample
+from gridsample_lower.check.tolerances import tolerance
 from gridsample_lower.models import gridsample_model
-from gridsample_lower.reference import grid_sample
 from gridsample_lower.sampling import ROWS_MIN_CHANNELS
-from gridsample_lower.tolerances import tolerance
 
 CASES = [
     (x_shape, grid_shape, padding, align, channels, target)

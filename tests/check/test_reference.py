@@ -1,4 +1,4 @@
-"""gridsample_lower.reference, the oracle for what onnxruntime cannot run, is checked here
+"""gridsample_lower.check.reference, the oracle for what onnxruntime cannot run, is checked here
 against onnxruntime (4-D/5-D) and the ONNX reference (1-D, 5-D cubic), where they agree with each
 other.
 """
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from conftest import assert_close, gridsample_model, make_grid, run_onnx_reference, run_ort
 
-from gridsample_lower.reference import grid_sample
+from gridsample_lower.check.reference import grid_sample
 from gridsample_lower.spec import ALIGN_CORNERS, MODES, PADDING_MODES
 
 _SHAPES_4D = ((2, 3, 5, 7), (2, 4, 6, 2))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gridsample_lower.dims import BUDGET, IMAGE_SIZE, OTHER_SIZE, Dims, symbols_of
+from gridsample_lower.check.dims import BUDGET, IMAGE_SIZE, OTHER_SIZE, Dims, symbols_of
 
 
 @pytest.mark.parametrize(

@@ -15,10 +15,10 @@ from collections.abc import Mapping
 import numpy as np
 import onnx
 
+from gridsample_lower.check.given import VerificationSetupError
+from gridsample_lower.check.tolerances import tolerance
 from gridsample_lower.inventory import Site
 from gridsample_lower.protos import graphs
-from gridsample_lower.tolerances import tolerance
-from gridsample_lower.verify_inputs import VerificationSetupError
 
 __all__ = ["Bounds", "Tolerance", "op_types", "whole_model_mode"]
 

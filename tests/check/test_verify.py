@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import warnings
 
 import ml_dtypes
@@ -12,42 +11,25 @@ import onnx
 import onnx_ir as ir
 import onnxruntime
 import pytest
-from conftest import gridsample_model, make_grid, run_ort
+from conftest import gridsample_model, make_grid, needs_real_sizes, run_ort, two_warps
 from onnx import helper
 from test_passes import IF_LOOP, SCAN
 
-from gridsample_lower import lower, verify_nodes
-from gridsample_lower.inventory import find_gridsamples
-from gridsample_lower.tolerances import tolerance
-from gridsample_lower.verify import (
+from gridsample_lower import lower
+from gridsample_lower.check import (
     VerificationError,
     VerificationReport,
     VerificationSetupError,
+    nodes,
+    run,
     verify,
 )
-from gridsample_lower.verify_inputs import InputPlan
-from gridsample_lower.verify_report import compare
+from gridsample_lower.check.inputs import InputPlan
+from gridsample_lower.check.report import compare
+from gridsample_lower.check.tolerances import tolerance
+from gridsample_lower.inventory import find_gridsamples
 
 FLOAT32_LINEAR = tolerance(np.float32, "linear")  # (atol, rtol) the verifier takes
-
-
-def two_warps(padding_b="zeros", name_b="warp_b"):
-    """Two GridSamples on one X, their outputs summed into one graph output."""
-    grid_info = [helper.make_tensor_value_info(g, 1, [1, 3, 4, 2]) for g in ("grid_a", "grid_b")]
-    nodes = [
-        helper.make_node("GridSample", ["X", "grid_a"], ["ya"], name="warp_a", mode="linear"),
-        helper.make_node(
-            "GridSample", ["X", "grid_b"], ["yb"], name=name_b, padding_mode=padding_b
-        ),
-        helper.make_node("Add", ["ya", "yb"], ["out"]),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "two_warps",
-        [helper.make_tensor_value_info("X", 1, [1, 2, 5, 6]), *grid_info],
-        [helper.make_tensor_value_info("out", 1, [1, 2, 3, 4])],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)
 
 
 def test_correct_rewrite_passes_against_onnxruntime():
@@ -465,7 +447,7 @@ def test_a_node_onnxruntime_refuses_at_run_time_is_judged_by_onnx_reference(
     model = _negated(gridsample_model(x_shape, grid_shape, mode, "border", 0))
     candidate = lower(model)
     impostor = lower(_negated(gridsample_model(x_shape, grid_shape, mode, "zeros", 0)))
-    for module in (sys.modules["gridsample_lower.verify"], verify_nodes):
+    for module in (run, nodes):
         monkeypatch.setattr(module, "onnxruntime_runs", lambda spec: True)
     report = verify(model, candidate, samples=1)
     assert report.ok and report.oracle == "onnx.reference", report.table()
@@ -508,36 +490,8 @@ def test_compare_draws_the_line_exactly_at_atol_plus_rtol_times_expected():
     assert compare("y", expected, beyond, 2**-10, 2**-12).mismatches == 2
 
 
-def _needs_real_sizes() -> onnx.ModelProto:
-    """A model whose own arithmetic breaks at some sizes: its grid is a pooled flow divided by
-    (size - 1), infinite where the pooled size is 1 (an image of 8 to 15 pixels)."""
-    nodes = [
-        helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[8, 8], strides=[8, 8]),
-        helper.make_node("Shape", ["p"], ["ps"]),
-        helper.make_node("Slice", ["ps", "two", "four"], ["hw"]),
-        helper.make_node("Cast", ["hw"], ["hwf"], to=1),
-        helper.make_node("Sub", ["hwf", "one"], ["hm1"]),
-        helper.make_node("Transpose", ["p"], ["pt"], perm=[0, 2, 3, 1]),
-        helper.make_node("Div", ["pt", "hm1"], ["grid"]),
-        helper.make_node("GridSample", ["p", "grid"], ["y"], name="warp", align_corners=1),
-    ]
-    constants = [
-        onnx.numpy_helper.from_array(np.array([2]), "two"),
-        onnx.numpy_helper.from_array(np.array([4]), "four"),
-        onnx.numpy_helper.from_array(np.float32(1), "one"),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "needs_real_sizes",
-        [helper.make_tensor_value_info("x", 1, ["N", 2, "H", "W"])],
-        [helper.make_tensor_value_info("y", 1, None)],
-        constants,
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)
-
-
 def test_symbolic_image_axes_default_to_sizes_real_models_take():
-    model = _needs_real_sizes()
+    model = needs_real_sizes()
     report = verify(model, lower(model), samples=1)
     assert report.ok and report.whole_model, report.table()
     assert report.outputs[0].shape == [3, 2, 16, 16]  # x: 3 x 2 x 128 x 128, pooled by 8
@@ -545,7 +499,7 @@ def test_symbolic_image_axes_default_to_sizes_real_models_take():
 
 
 def test_a_grid_the_model_makes_infinite_is_said_and_each_node_checked_alone():
-    model = _needs_real_sizes()
+    model = needs_real_sizes()
     report = verify(model, lower(model), samples=2, dims={"H": 9, "W": 12})
     assert report.ok and not report.whole_model, report.table()
     assert not report.outputs[0].checked and report.nodes[0].checked
@@ -618,7 +572,7 @@ def test_a_half_precision_stn_is_judged_by_what_onnxruntime_runs(rng):
 def test_onnx_reference_keeps_the_types_the_model_declares():
     """Its AffineGrid returns float32 for float16 and float64 theta, its ReduceSumSquare int64
     for int32: the oracle rounds each to the declared type, as onnxruntime computes them."""
-    from gridsample_lower.verify_nodes import model_runner
+    from gridsample_lower.check.oracle import model_runner
 
     model = _half_stn()
     run, runtime = model_runner(model, native=False)
