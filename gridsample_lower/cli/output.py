@@ -16,6 +16,8 @@ import shutil
 
 import click
 import onnx
+
+from gridsample_lower import atomic, model_io
 from gridsample_lower.cli.common import (
     MODEL_PATH,
     Failure,
@@ -27,8 +29,6 @@ from gridsample_lower.cli.common import (
     write_atomically,
     write_report,
 )
-
-from gridsample_lower import atomic, model_io
 from gridsample_lower.model_io import ModelCheckError, ModelFile, ModelFileError
 
 __all__ = [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+
 from gridsample_lower.cli.common import (
     MODEL_PATH,
     check_report,

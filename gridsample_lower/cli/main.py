@@ -11,6 +11,8 @@ import sys
 
 import click
 import onnx_ir as ir
+
+import gridsample_lower
 from gridsample_lower.cli.choices import selection_options
 from gridsample_lower.cli.common import (
     MODEL_PATH,
@@ -29,8 +31,6 @@ from gridsample_lower.cli.output import (
     verify_and_save,
 )
 from gridsample_lower.cli.verify import verify
-
-import gridsample_lower
 from gridsample_lower.index_range import node_index_refusal
 from gridsample_lower.inventory import find_gridsamples, inferred_types
 from gridsample_lower.passes import name_unnamed, selection_of
