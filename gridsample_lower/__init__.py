@@ -8,6 +8,7 @@ from gridsample_lower.check import (
     VerificationSetupError,
     verify,
 )
+from gridsample_lower.files import model_io
 from gridsample_lower.opset import OpsetConversionError, downgrade, upgrade
 from gridsample_lower.passes import LowerGridSamplePass, LoweringResult, lower, lower_with_report
 from gridsample_lower.registry import supported_specs
@@ -34,6 +35,7 @@ __all__ = [
     "gridsample_rule",
     "lower",
     "lower_with_report",
+    "model_io",
     "supported_specs",
     "upgrade",
     "verify",

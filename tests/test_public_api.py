@@ -24,6 +24,7 @@ def test_public_names():
             "gridsample_rule",
             "lower",
             "lower_with_report",
+            "model_io",
             "supported_specs",
             "upgrade",
             "verify",

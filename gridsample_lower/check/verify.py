@@ -21,13 +21,13 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from gridsample_lower import model_io
 from gridsample_lower.check.bounds import Bounds, Tolerance
 from gridsample_lower.check.given import VerificationSetupError, load_inputs
 from gridsample_lower.check.inputs import InputPlan
 from gridsample_lower.check.nodes import probe_nodes
 from gridsample_lower.check.report import VerificationReport
 from gridsample_lower.check.run import Progress, Run
+from gridsample_lower.files import model_io
 from gridsample_lower.inventory import find_gridsamples, inferred_types
 from gridsample_lower.passes import name_unnamed
 

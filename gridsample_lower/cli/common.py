@@ -1,6 +1,6 @@
 """What every command shares: one-line failures with exit codes, reading models, atomic writes.
 
-Models are read through ``gridsample_lower.model_io`` (external weights left on disk), whose
+Models are read through ``gridsample_lower.files.model_io`` (external weights left on disk), whose
 errors become one-line failures. Also the verifier's options and how a command runs it
 (``verify_options``, ``run_verification``), shared by ``verify``, ``lower``, ``upgrade`` and
 ``downgrade``; how those last three write their model is in ``output.py``.
@@ -17,14 +17,14 @@ import time
 import click
 import onnx
 
-from gridsample_lower import atomic, model_io
 from gridsample_lower.check import (
     VerificationReport,
     VerificationSetupError,
     load_inputs,
     verify,
 )
-from gridsample_lower.model_io import ModelCheckError, ModelFile, ModelFileError
+from gridsample_lower.files import atomic, model_io
+from gridsample_lower.files.model_io import ModelCheckError, ModelFile, ModelFileError
 
 __all__ = [
     "MODEL_PATH",

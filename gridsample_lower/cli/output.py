@@ -3,7 +3,7 @@
 ``-o OUT`` or ``--in-place``; ``--external-data NAME``; ``--no-check``. A destination that
 would overwrite the input (or its weights) without ``--in-place`` is refused before any work,
 and so is a ``--report`` naming a file read or written; the rewritten model is checked
-numerically against the input, then saved by ``gridsample_lower.model_io``: checked, complete,
+numerically against the input, then saved by ``gridsample_lower.files.model_io``: checked, complete,
 or not at all. The report is written once the model is (or the check failed): never one saying
 "ok" for a model that could not be written.
 """
@@ -17,7 +17,6 @@ import shutil
 import click
 import onnx
 
-from gridsample_lower import atomic, model_io
 from gridsample_lower.cli.common import (
     MODEL_PATH,
     Failure,
@@ -29,7 +28,8 @@ from gridsample_lower.cli.common import (
     write_atomically,
     write_report,
 )
-from gridsample_lower.model_io import ModelCheckError, ModelFile, ModelFileError
+from gridsample_lower.files import atomic, model_io
+from gridsample_lower.files.model_io import ModelCheckError, ModelFile, ModelFileError
 
 __all__ = [
     "Destination",

@@ -2,7 +2,7 @@
 
 Opset 20 renamed GridSample's modes (bilinear -> linear, bicubic -> cubic) and allowed N-D input;
 runtimes reject or misread a mode spelled for the other side. ``upgrade`` and ``downgrade``
-convert every other op with onnx's converter (``version_converter.convert_model``, which keeps
+convert every other op with onnx's converter (``onnx_converter.convert_model``, which keeps
 functions, metadata and names), then spell every GridSample mode for the target opset: in
 subgraphs, in functions, and in the function defaults and call-site values that feed a mode.
 Before converting, they refuse, naming the node, what cannot be expressed at the target opset;
@@ -20,9 +20,9 @@ import onnx_ir as ir
 from onnx_ir.passes.common import InlinePass
 
 from gridsample_lower.inventory import Site, find_gridsamples, is_gridsample
+from gridsample_lower.opset.onnx_converter import OpsetConversionError, convert_model, onnx_opset
 from gridsample_lower.passes import LowerGridSamplePass, expect_model
 from gridsample_lower.spec import GridSampleSpec
-from gridsample_lower.version_converter import OpsetConversionError, convert_model, onnx_opset
 
 __all__ = ["DOWNGRADE_OPSETS", "UPGRADE_OPSETS", "OpsetConversionError", "downgrade", "upgrade"]
 

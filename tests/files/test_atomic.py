@@ -11,7 +11,7 @@ import pathlib
 
 from conftest import weighted_model
 
-from gridsample_lower import model_io
+from gridsample_lower.files import model_io
 
 
 def test_each_file_is_synced_before_its_rename_and_the_data_before_the_model(tmp_path, monkeypatch):

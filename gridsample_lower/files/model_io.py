@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable
 import onnx
 import onnx_ir as ir
 
-from gridsample_lower import atomic
-from gridsample_lower.external_data import (
+from gridsample_lower.files import atomic
+from gridsample_lower.files.external_data import (
     ExternalDataError,
     data_files,
     external_tensors,

@@ -1,4 +1,4 @@
-"""Reading and writing models safely (``gridsample_lower.model_io``), external weights included.
+"""Reading and writing models safely (``gridsample_lower.files.model_io``), external weights included.
 
 Every model written is read back: by onnx (weights loaded from the files named) and by
 onnxruntime from its path, and compared with the original on the same inputs.
@@ -17,8 +17,9 @@ import pytest
 from conftest import X_SHAPE, gridsample_model, run_path, snapshot, weighted_model
 from onnx import helper, numpy_helper
 
-from gridsample_lower import lower, model_io
-from gridsample_lower.model_io import ModelCheckError, ModelFileError
+from gridsample_lower import lower
+from gridsample_lower.files import model_io
+from gridsample_lower.files.model_io import ModelCheckError, ModelFileError
 
 
 @pytest.mark.parametrize(
