@@ -19,8 +19,8 @@ import openvino as ov
 from run import interleaved
 
 from gridsample_lower import lower
+from gridsample_lower.lowering.targets import get_target
 from gridsample_lower.models import gridsample_model
-from gridsample_lower.targets import get_target
 
 CASES = [  # mode, padding, X shape, grid shape
     ("linear", "zeros", (1, 3, 24, 24, 24), (1, 24, 24, 24, 3)),

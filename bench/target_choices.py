@@ -1,9 +1,10 @@
 """Check the onnxruntime target's choices: is what it keeps native really the faster form?
 
 ``--target onnxruntime`` keeps a GridSample where onnxruntime's kernel beats the lowering
-(gridsample_lower/targets.py). For cases on both sides of each of its rules (channel counts,
-a grid given as input or stored in the model, float32 and float64), this times native and the
-fully lowered graph interleaved on one thread, and says whether the target picked the faster.
+(gridsample_lower/lowering/targets.py). For cases on both sides of each of its rules (channel
+counts, a grid given as input or stored in the model, float32 and float64), this times native
+and the fully lowered graph interleaved on one thread, and says whether the target picked the
+faster.
 Run: ``python bench/target_choices.py [--budget 1.0]``; prints and writes a markdown table.
 """
 
@@ -21,8 +22,8 @@ import onnx_ir as ir
 from run import GRIDS, interleaved, make_grid, session
 
 from gridsample_lower import lower
+from gridsample_lower.lowering.targets import native_cubic_channels
 from gridsample_lower.models import gridsample_model
-from gridsample_lower.targets import native_cubic_channels
 
 SIZES_2D = [(64, 64), (224, 224), (480, 640)]  # input and output both (H, W)
 CUBIC_SIZES = [(64, 64), (224, 224), (320, 320), (384, 384), (480, 640)]  # each cubic bound

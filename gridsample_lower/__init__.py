@@ -9,12 +9,17 @@ from gridsample_lower.check import (
     verify,
 )
 from gridsample_lower.files import model_io
+from gridsample_lower.lowering.passes import (
+    LowerGridSamplePass,
+    LoweringResult,
+    lower,
+    lower_with_report,
+)
+from gridsample_lower.lowering.registry import supported_specs
+from gridsample_lower.lowering.rule import GridSampleLowering, gridsample_rule
+from gridsample_lower.lowering.spec import GridSampleSpec, UnsupportedGridSample
+from gridsample_lower.lowering.targets import TARGETS, Target
 from gridsample_lower.opset import OpsetConversionError, downgrade, upgrade
-from gridsample_lower.passes import LowerGridSamplePass, LoweringResult, lower, lower_with_report
-from gridsample_lower.registry import supported_specs
-from gridsample_lower.rule import GridSampleLowering, gridsample_rule
-from gridsample_lower.spec import GridSampleSpec, UnsupportedGridSample
-from gridsample_lower.targets import TARGETS, Target
 
 __all__ = [
     "TARGETS",

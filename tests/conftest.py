@@ -15,15 +15,15 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail, RuntimeException
 
 from gridsample_lower.check import reference
 from gridsample_lower.check.tolerances import tolerance
+from gridsample_lower.lowering.spec import GridSampleSpec
 from gridsample_lower.models import gridsample_model
 from gridsample_lower.runtime import onnxruntime_runner
-from gridsample_lower.spec import GridSampleSpec
 
 # How onnxruntime refuses a GridSample its kernel lacks, when run (RuntimeException before 1.27).
 ORT_REFUSAL = (Fail, RuntimeException)
@@ -204,3 +204,88 @@ def needs_real_sizes() -> onnx.ModelProto:
         constants,
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)
+
+
+# Models in ONNX text with GridSample in If branches at any depth, a Loop body, a Scan body and a
+# model-local function (its mode bound to a function attribute).
+IF_LOOP = """
+<ir_version: 9, opset_import: ["" : 20]>
+g (float[2,3,5,6] X, float[2,4,7,2] grid, bool c, int64 trips) => (float[2,3,4,7] Y, float[2,3,4,7] L) {
+  Y = If (c) <
+    then_branch = t () => (float[2,3,4,7] a) { a = GridSample <mode="cubic"> (X, grid) },
+    else_branch = e () => (float[2,3,4,7] b) {
+      b = If (c) <
+        then_branch = t2 () => (float[2,3,4,7] a2) { a2 = GridSample (X, grid) },
+        else_branch = e2 () => (float[2,3,4,7] b2) {
+          b2 = GridSample <mode="nearest", padding_mode="reflection", align_corners=1> (X, grid)
+        }>
+    }>
+  init = GridSample <padding_mode="border"> (X, grid)
+  keep_going = Constant <value = bool {1}> ()
+  L = Loop (trips, keep_going, init) <body = body (int64 i, bool cond, float[2,3,4,7] acc)
+        => (bool cond_out, float[2,3,4,7] acc_out) {
+    cond_out = Identity (cond)
+    s = GridSample <mode="linear", padding_mode="zeros"> (X, grid)
+    acc_out = Add (acc, s)
+  }>
+}
+"""
+
+FUNCTION = """
+<ir_version: 8, opset_import: ["" : 16, "local" : 1]>
+g (float[2,3,5,6] X, float[2,4,7,2] grid) => (float[2,3,4,7] A, float[2,3,4,7] B, float[2,3,4,7] K) {
+  A = local.Warp (X, grid)
+  B = local.Warp <mode="nearest", align_corners=0> (X, grid)
+  K = Relu (A)
+}
+<domain: "local", opset_import: ["" : 16]>
+Warp <mode: string = "bicubic", align_corners: int = 1> (x, gr) => (y) {
+  y = GridSample <mode: string = @mode, align_corners: int = @align_corners, padding_mode="border"> (x, gr)
+}
+"""
+
+SCAN = """
+<ir_version: 9, opset_import: ["" : 20]>
+g (float[1,2,4,5] X, float[3,1,2,2,2] grids) => (float[3,1,2,2,2] out) {
+  out = Scan <num_scan_inputs = 1, body = step (float[1,2,2,2] gr) => (float[1,2,2,2] y) {
+    y = GridSample <mode="cubic", padding_mode="reflection"> (X, gr)
+  }> (grids)
+}
+"""
+
+
+def with_attributes(model: onnx.ModelProto, **attrs) -> onnx.ModelProto:
+    (node,) = model.graph.node
+    for attr in node.attribute:
+        if attr.name in attrs:
+            attr.CopyFrom(helper.make_attribute(attr.name, attrs[attr.name]))
+    return model
+
+
+def retyped(model: onnx.ModelProto, x=None, grid=None) -> onnx.ModelProto:
+    if x is not None:
+        model.graph.input[0].type.tensor_type.elem_type = x
+        model.graph.output[0].type.tensor_type.elem_type = x
+    if grid is not None:
+        model.graph.input[1].type.tensor_type.elem_type = grid
+    return model
+
+
+def one_warp(x_shape=(1, 2, 4, 5), grid_shape=(1, 3, 3, 2), mode="linear"):
+    return gridsample_model(list(x_shape), list(grid_shape), mode, name="warp9")
+
+
+BAD_NODES = {
+    "unknown mode": (with_attributes(one_warp(), mode="quintic"), "unknown mode 'quintic'"),
+    "unknown padding": (
+        with_attributes(one_warp(), padding_mode="wrap"),
+        "unknown padding_mode 'wrap'",
+    ),
+    "grid rank": (one_warp(grid_shape=(1, 3, 3, 3)), "disagree on the spatial rank"),
+    "X rank 2": (one_warp(x_shape=(1, 2), grid_shape=(1, 3, 1)), "X must have rank >= 3"),
+    "integer grid": (
+        retyped(one_warp(), grid=TensorProto.INT32),
+        "grid must be a float tensor, not INT32",
+    ),
+    "string X": (retyped(one_warp(), x=TensorProto.STRING), "X of type STRING needs mode nearest"),
+}

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from gridsample_lower import lower, supported_specs
+from gridsample_lower.lowering.targets import TARGETS
 from gridsample_lower.models import gridsample_model
-from gridsample_lower.targets import TARGETS
 
 GOLDEN = pathlib.Path(__file__).with_name("golden_graphs.json")
 _SIZES_IN, _SIZES_OUT = [7, 5, 6], [3, 4, 2]

@@ -22,7 +22,7 @@ import onnx_ir as ir
 
 from gridsample_lower.check.dims import Dims
 from gridsample_lower.check.given import VerificationSetupError, checked_given
-from gridsample_lower.inventory import Site
+from gridsample_lower.lowering.inventory import Site
 
 __all__ = ["InputPlan", "synthetic"]
 

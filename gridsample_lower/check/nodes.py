@@ -26,10 +26,10 @@ from onnx import helper
 
 from gridsample_lower.check.oracle import Oracle, Runner, candidate_runner, first_line
 from gridsample_lower.check.report import NodeCheck, compare
-from gridsample_lower.inventory import Site
+from gridsample_lower.lowering.inventory import Site
+from gridsample_lower.lowering.spec import GridSampleSpec
 from gridsample_lower.protos import graphs
 from gridsample_lower.runtime import onnxruntime_runs
-from gridsample_lower.spec import GridSampleSpec
 
 __all__ = ["NodeProbe", "expose", "probe_nodes"]
 

@@ -19,7 +19,7 @@ from gridsample_lower.check.inputs import InputPlan, synthetic
 from gridsample_lower.check.nodes import NodeProbe, expose
 from gridsample_lower.check.oracle import Oracle, Runner, candidate_runner, first_line
 from gridsample_lower.check.report import OutputCheck, compare
-from gridsample_lower.inventory import Site, find_gridsamples
+from gridsample_lower.lowering.inventory import Site, find_gridsamples
 from gridsample_lower.runtime import onnxruntime_runs
 
 __all__ = ["Progress", "Run"]

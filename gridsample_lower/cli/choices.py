@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from gridsample_lower.spec import MODES
-from gridsample_lower.targets import TARGETS
+from gridsample_lower.lowering.spec import MODES
+from gridsample_lower.lowering.targets import TARGETS
 
 __all__ = ["selection_options", "target_option"]
 

@@ -16,7 +16,7 @@ import onnx_ir as ir
 
 from gridsample_lower.cli.common import MODEL_PATH, Failure, say, verify_options
 from gridsample_lower.cli.output import destination, open_source, output_options, verify_and_save
-from gridsample_lower.inventory import find_gridsamples
+from gridsample_lower.lowering.inventory import find_gridsamples
 from gridsample_lower.opset import convert as opsets
 from gridsample_lower.opset.onnx_converter import onnx_opset
 

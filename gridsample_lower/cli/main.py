@@ -31,11 +31,11 @@ from gridsample_lower.cli.output import (
     verify_and_save,
 )
 from gridsample_lower.cli.verify import verify
-from gridsample_lower.index_range import node_index_refusal
-from gridsample_lower.inventory import find_gridsamples, inferred_types
-from gridsample_lower.passes import name_unnamed, selection_of
-from gridsample_lower.registry import support_matrix
-from gridsample_lower.targets import TARGETS
+from gridsample_lower.lowering.index_range import node_index_refusal
+from gridsample_lower.lowering.inventory import find_gridsamples, inferred_types
+from gridsample_lower.lowering.passes import name_unnamed, selection_of
+from gridsample_lower.lowering.registry import support_matrix
+from gridsample_lower.lowering.targets import TARGETS
 
 __all__ = ["main"]
 

@@ -19,10 +19,10 @@ import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import InlinePass
 
-from gridsample_lower.inventory import Site, find_gridsamples, is_gridsample
+from gridsample_lower.lowering.inventory import Site, find_gridsamples, is_gridsample
+from gridsample_lower.lowering.passes import LowerGridSamplePass, expect_model
+from gridsample_lower.lowering.spec import GridSampleSpec
 from gridsample_lower.opset.onnx_converter import OpsetConversionError, convert_model, onnx_opset
-from gridsample_lower.passes import LowerGridSamplePass, expect_model
-from gridsample_lower.spec import GridSampleSpec
 
 __all__ = ["DOWNGRADE_OPSETS", "UPGRADE_OPSETS", "OpsetConversionError", "downgrade", "upgrade"]
 

@@ -11,9 +11,16 @@ import onnx
 import onnx_ir as ir
 import onnxruntime
 import pytest
-from conftest import gridsample_model, make_grid, needs_real_sizes, run_ort, two_warps
+from conftest import (
+    IF_LOOP,
+    SCAN,
+    gridsample_model,
+    make_grid,
+    needs_real_sizes,
+    run_ort,
+    two_warps,
+)
 from onnx import helper
-from test_passes import IF_LOOP, SCAN
 
 from gridsample_lower import lower
 from gridsample_lower.check import (
@@ -27,7 +34,7 @@ from gridsample_lower.check import (
 from gridsample_lower.check.inputs import InputPlan
 from gridsample_lower.check.report import compare
 from gridsample_lower.check.tolerances import tolerance
-from gridsample_lower.inventory import find_gridsamples
+from gridsample_lower.lowering.inventory import find_gridsamples
 
 FLOAT32_LINEAR = tolerance(np.float32, "linear")  # (atol, rtol) the verifier takes
 

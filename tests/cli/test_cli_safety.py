@@ -17,14 +17,20 @@ import numpy as np
 import onnx
 import pytest
 from click.testing import CliRunner
-from conftest import X_SHAPE, gridsample_model, run_path, snapshot, weighted_model
+from conftest import (
+    BAD_NODES,
+    X_SHAPE,
+    gridsample_model,
+    run_path,
+    snapshot,
+    weighted_model,
+)
 from onnx import helper
 from test_main import cli
-from test_robustness import BAD_NODES
 
 from gridsample_lower.cli.main import main
 from gridsample_lower.files import model_io
-from gridsample_lower.inventory import find_gridsamples
+from gridsample_lower.lowering.inventory import find_gridsamples
 
 
 def run(*args):

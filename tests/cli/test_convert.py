@@ -12,7 +12,7 @@ from conftest import assert_close, gridsample_model, make_grid, run_ort
 from test_main import cli
 
 from gridsample_lower.check.reference import grid_sample
-from gridsample_lower.inventory import find_gridsamples
+from gridsample_lower.lowering.inventory import find_gridsamples
 
 
 def _modes(model: onnx.ModelProto) -> list[str]:

@@ -148,7 +148,7 @@ def test_unlowerable_node_is_named(tmp_path):
 
 
 def test_targets_lists_every_profile():
-    from gridsample_lower.targets import TARGETS
+    from gridsample_lower.lowering.targets import TARGETS
 
     result = cli("targets")
     assert result.returncode == 0

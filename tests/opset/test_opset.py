@@ -10,7 +10,7 @@ import pytest
 from conftest import gridsample_model, make_grid
 
 from gridsample_lower import LowerGridSamplePass
-from gridsample_lower.inventory import find_gridsamples
+from gridsample_lower.lowering.inventory import find_gridsamples
 from gridsample_lower.opset import OpsetConversionError, downgrade, upgrade
 from gridsample_lower.runtime import onnxruntime_runner
 

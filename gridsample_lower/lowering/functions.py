@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from gridsample_lower.inventory import Site
+from gridsample_lower.lowering.inventory import Site
+from gridsample_lower.lowering.spec import GridSampleSpec
+from gridsample_lower.lowering.targets import Target
 from gridsample_lower.models import gridsample_model
-from gridsample_lower.spec import GridSampleSpec
-from gridsample_lower.targets import Target
 
 __all__ = ["DOMAIN", "call_functions", "function_name", "untype_functions"]
 
@@ -45,7 +45,7 @@ def call_functions(model: ir.Model, sites: list[Site], target: Target) -> int:
 
 
 def _function(name: str, spec: GridSampleSpec, target: Target, opset: int) -> ir.Function:
-    from gridsample_lower.passes import LowerGridSamplePass  # (the pass uses this module)
+    from gridsample_lower.lowering.passes import LowerGridSamplePass  # (the pass uses this module)
 
     r = spec.rank
     template = gridsample_model(

@@ -14,8 +14,12 @@ from collections.abc import Iterator
 import onnx
 import onnx_ir as ir
 
+from gridsample_lower.lowering.spec import (
+    GridSampleSpec,
+    UnsupportedGridSample,
+    spelling_matches_opset,
+)
 from gridsample_lower.runtime import onnxruntime_runs
-from gridsample_lower.spec import GridSampleSpec, UnsupportedGridSample, spelling_matches_opset
 
 __all__ = ["Site", "find_gridsamples", "inferred_types", "is_gridsample", "type_text"]
 

@@ -23,14 +23,19 @@ import onnx_ir as ir
 from onnx_ir.passes.common import InlinePass
 from onnxscript import rewriter
 
-from gridsample_lower.functions import call_functions, untype_functions
-from gridsample_lower.index_range import node_index_refusal
-from gridsample_lower.inventory import Site, find_gridsamples, inferred_types, is_gridsample
+from gridsample_lower.lowering.functions import call_functions, untype_functions
+from gridsample_lower.lowering.index_range import node_index_refusal
+from gridsample_lower.lowering.inventory import (
+    Site,
+    find_gridsamples,
+    inferred_types,
+    is_gridsample,
+)
+from gridsample_lower.lowering.rule import RULE_NAME, gridsample_rule
+from gridsample_lower.lowering.selection import Selection, selects
+from gridsample_lower.lowering.spec import MODE_NAMES, GridSampleSpec, UnsupportedGridSample
+from gridsample_lower.lowering.targets import Target, get_target
 from gridsample_lower.protos import graphs
-from gridsample_lower.rule import RULE_NAME, gridsample_rule
-from gridsample_lower.selection import Selection, selects
-from gridsample_lower.spec import MODE_NAMES, GridSampleSpec, UnsupportedGridSample
-from gridsample_lower.targets import Target, get_target
 
 __all__ = [
     "LowerGridSamplePass",

@@ -6,7 +6,15 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from conftest import assert_close, gridsample_model, make_grid, run_ort
+from conftest import (
+    FUNCTION,
+    IF_LOOP,
+    SCAN,
+    assert_close,
+    gridsample_model,
+    make_grid,
+    run_ort,
+)
 from onnxscript import rewriter
 
 from gridsample_lower import (
@@ -16,9 +24,9 @@ from gridsample_lower import (
     lower,
     lower_with_report,
 )
-from gridsample_lower.registry import supported_specs
-from gridsample_lower.sampling import ROWS_MIN_CHANNELS
-from gridsample_lower.targets import TARGETS
+from gridsample_lower.lowering.registry import supported_specs
+from gridsample_lower.lowering.sampling import ROWS_MIN_CHANNELS
+from gridsample_lower.lowering.targets import TARGETS
 
 # Ops a lowered graph may contain: plain standard-domain ops every runtime has.
 INVENTORY = {
@@ -198,30 +206,6 @@ def test_twenty_nodes_in_a_chain(rng):
     assert_close(run_ort(lowered, feeds), run_ort(model, feeds), "cubic")
 
 
-IF_LOOP = """
-<ir_version: 9, opset_import: ["" : 20]>
-g (float[2,3,5,6] X, float[2,4,7,2] grid, bool c, int64 trips) => (float[2,3,4,7] Y, float[2,3,4,7] L) {
-  Y = If (c) <
-    then_branch = t () => (float[2,3,4,7] a) { a = GridSample <mode="cubic"> (X, grid) },
-    else_branch = e () => (float[2,3,4,7] b) {
-      b = If (c) <
-        then_branch = t2 () => (float[2,3,4,7] a2) { a2 = GridSample (X, grid) },
-        else_branch = e2 () => (float[2,3,4,7] b2) {
-          b2 = GridSample <mode="nearest", padding_mode="reflection", align_corners=1> (X, grid)
-        }>
-    }>
-  init = GridSample <padding_mode="border"> (X, grid)
-  keep_going = Constant <value = bool {1}> ()
-  L = Loop (trips, keep_going, init) <body = body (int64 i, bool cond, float[2,3,4,7] acc)
-        => (bool cond_out, float[2,3,4,7] acc_out) {
-    cond_out = Identity (cond)
-    s = GridSample <mode="linear", padding_mode="zeros"> (X, grid)
-    acc_out = Add (acc, s)
-  }>
-}
-"""
-
-
 def test_if_branches_at_any_depth_and_loop_body(rng):
     model = onnx.parser.parse_model(IF_LOOP)
     onnx.checker.check_model(model, full_check=True)
@@ -239,20 +223,6 @@ def onnx_outputs(model, feeds):
     from gridsample_lower.runtime import onnxruntime_runner
 
     return onnxruntime_runner(model)(feeds)
-
-
-FUNCTION = """
-<ir_version: 8, opset_import: ["" : 16, "local" : 1]>
-g (float[2,3,5,6] X, float[2,4,7,2] grid) => (float[2,3,4,7] A, float[2,3,4,7] B, float[2,3,4,7] K) {
-  A = local.Warp (X, grid)
-  B = local.Warp <mode="nearest", align_corners=0> (X, grid)
-  K = Relu (A)
-}
-<domain: "local", opset_import: ["" : 16]>
-Warp <mode: string = "bicubic", align_corners: int = 1> (x, gr) => (y) {
-  y = GridSample <mode: string = @mode, align_corners: int = @align_corners, padding_mode="border"> (x, gr)
-}
-"""
 
 
 def test_function_with_default_and_call_site_attributes(rng):
@@ -352,16 +322,6 @@ def test_unlowerable_node_is_named_with_the_reason():
         lower(model)
     lowered = lower(model, strict=False)
     assert [n.op_type for n in lowered.graph.node] == ["GridSample"]
-
-
-SCAN = """
-<ir_version: 9, opset_import: ["" : 20]>
-g (float[1,2,4,5] X, float[3,1,2,2,2] grids) => (float[3,1,2,2,2] out) {
-  out = Scan <num_scan_inputs = 1, body = step (float[1,2,2,2] gr) => (float[1,2,2,2] y) {
-    y = GridSample <mode="cubic", padding_mode="reflection"> (X, gr)
-  }> (grids)
-}
-"""
 
 
 def test_scan_body(rng):

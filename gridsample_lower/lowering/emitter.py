@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
-from gridsample_lower.targets import TARGETS, Target
+from gridsample_lower.lowering.targets import TARGETS, Target
 
 __all__ = ["Emitter"]
 

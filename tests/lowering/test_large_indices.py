@@ -17,18 +17,18 @@ import onnx_ir as ir
 import pytest
 from click.testing import CliRunner
 from conftest import assert_close, gridsample_model, run_ort
-from gridsample_lower.cli.main import main
 from onnx import TensorProto
 from onnxscript import rewriter
 
 from gridsample_lower import GridSampleSpec, UnsupportedGridSample, lower, lower_with_report
 from gridsample_lower.check.reference import grid_sample
-from gridsample_lower.decompositions.cubic import CUBIC
-from gridsample_lower.decompositions.linear import LINEAR
-from gridsample_lower.index_range import index_refusal, ring_width
-from gridsample_lower.rule import gridsample_rule
-from gridsample_lower.sampling import ROWS_MIN_CHANNELS
-from gridsample_lower.targets import get_target
+from gridsample_lower.cli.main import main
+from gridsample_lower.lowering.decompositions.cubic import CUBIC
+from gridsample_lower.lowering.decompositions.linear import LINEAR
+from gridsample_lower.lowering.index_range import index_refusal, ring_width
+from gridsample_lower.lowering.rule import gridsample_rule
+from gridsample_lower.lowering.sampling import ROWS_MIN_CHANNELS
+from gridsample_lower.lowering.targets import get_target
 
 SIDE = 4097  # 4097 * 4097 = 2**24 + 8193 elements in one channel plane
 GATHERS = ("GatherElements", "Gather")
@@ -274,7 +274,7 @@ def test_the_rule_refuses_whatever_the_emitter_cannot_index(monkeypatch, target,
     fails only for nodes the refusal names; exactly those where rows are forced (webnn). The
     int32 target may refuse more: a node whose rows would fit but GatherElements' would not
     (one sample, a symbolic grid)."""
-    import gridsample_lower.rule as rule_module
+    import gridsample_lower.lowering.rule as rule_module
 
     rules = rewriter.RewriteRuleSet([gridsample_rule(target=target)])
     for side, batch, (channels, points) in itertools.product(

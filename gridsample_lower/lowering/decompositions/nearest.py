@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from gridsample_lower.coords import source_coordinate, tap_indices
-from gridsample_lower.emitter import Emitter
-from gridsample_lower.registry import register
-from gridsample_lower.sampling import gather_and_combine, grid_coordinates
-from gridsample_lower.spec import GridSampleSpec, compute_dtype
+from gridsample_lower.lowering.coords import source_coordinate, tap_indices
+from gridsample_lower.lowering.emitter import Emitter
+from gridsample_lower.lowering.registry import register
+from gridsample_lower.lowering.sampling import gather_and_combine, grid_coordinates
+from gridsample_lower.lowering.spec import GridSampleSpec, compute_dtype
 
 
 @register("nearest")

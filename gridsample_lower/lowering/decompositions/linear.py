@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from gridsample_lower.emitter import Emitter
-from gridsample_lower.registry import register
-from gridsample_lower.sampling import Kernel, interpolate
-from gridsample_lower.spec import GridSampleSpec
+from gridsample_lower.lowering.emitter import Emitter
+from gridsample_lower.lowering.registry import register
+from gridsample_lower.lowering.sampling import Kernel, interpolate
+from gridsample_lower.lowering.spec import GridSampleSpec
 
 
 def _weights(em: Emitter, x: ir.Value, x1: ir.Value, per_tap) -> ir.Value:

@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 import onnx_ir as ir
 
+from gridsample_lower.lowering.spec import ALIGN_CORNERS, MODES, PADDING_MODES, GridSampleSpec
 from gridsample_lower.runtime import onnxruntime_runs
-from gridsample_lower.spec import ALIGN_CORNERS, MODES, PADDING_MODES, GridSampleSpec
 
 __all__ = [
     "TESTED_RANKS",
@@ -64,7 +64,7 @@ def supported_specs(ranks: tuple[int, ...] = TESTED_RANKS) -> list[GridSampleSpe
 
 
 def _load() -> None:
-    import gridsample_lower.decompositions  # noqa: F401  (registers on import)
+    import gridsample_lower.lowering.decompositions  # noqa: F401  (registers on import)
 
 
 def support_matrix() -> str:

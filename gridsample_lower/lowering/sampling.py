@@ -39,16 +39,16 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import onnx_ir as ir
 
-from gridsample_lower.coords import (
+from gridsample_lower.lowering.coords import (
     bounds_coordinate,
     passes_nan,
     ring_base,
     source_coordinate,
     tap_indices,
 )
-from gridsample_lower.emitter import Emitter
-from gridsample_lower.index_range import INT32_LIMIT, int32_overflow, ring_width
-from gridsample_lower.spec import GridSampleSpec, compute_dtype
+from gridsample_lower.lowering.emitter import Emitter
+from gridsample_lower.lowering.index_range import INT32_LIMIT, int32_overflow, ring_width
+from gridsample_lower.lowering.spec import GridSampleSpec, compute_dtype
 
 __all__ = ["Kernel", "gather_and_combine", "grid_coordinates", "interpolate"]
 

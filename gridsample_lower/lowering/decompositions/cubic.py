@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from gridsample_lower.emitter import Emitter
-from gridsample_lower.registry import register
-from gridsample_lower.sampling import Kernel, interpolate
-from gridsample_lower.spec import GridSampleSpec
+from gridsample_lower.lowering.emitter import Emitter
+from gridsample_lower.lowering.registry import register
+from gridsample_lower.lowering.sampling import Kernel, interpolate
+from gridsample_lower.lowering.spec import GridSampleSpec
 
 A = -0.75
 # Per tap (offsets -1, 0, 1, 2): the distance d = sign * t + shift, then Horner's coefficients.

@@ -18,49 +18,24 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from conftest import assert_close, gridsample_model, make_grid, run_ort
+from conftest import (
+    BAD_NODES,
+    FUNCTION,
+    IF_LOOP,
+    assert_close,
+    gridsample_model,
+    make_grid,
+    one_warp,
+    retyped,
+    run_ort,
+)
 from onnx import TensorProto, helper
-from test_passes import FUNCTION, IF_LOOP
 
 from gridsample_lower import LowerGridSamplePass, UnsupportedGridSample, lower, lower_with_report
 from gridsample_lower.check.reference import grid_sample
-from gridsample_lower.sampling import ROWS_MIN_CHANNELS
+from gridsample_lower.lowering.sampling import ROWS_MIN_CHANNELS
 
-ROOT = pathlib.Path(__file__).parents[1]
-
-
-def _with(model: onnx.ModelProto, **attrs) -> onnx.ModelProto:
-    (node,) = model.graph.node
-    for attr in node.attribute:
-        if attr.name in attrs:
-            attr.CopyFrom(helper.make_attribute(attr.name, attrs[attr.name]))
-    return model
-
-
-def _typed(model: onnx.ModelProto, x=None, grid=None) -> onnx.ModelProto:
-    if x is not None:
-        model.graph.input[0].type.tensor_type.elem_type = x
-        model.graph.output[0].type.tensor_type.elem_type = x
-    if grid is not None:
-        model.graph.input[1].type.tensor_type.elem_type = grid
-    return model
-
-
-def _warp(x_shape=(1, 2, 4, 5), grid_shape=(1, 3, 3, 2), mode="linear"):
-    return gridsample_model(list(x_shape), list(grid_shape), mode, name="warp9")
-
-
-BAD_NODES = {
-    "unknown mode": (_with(_warp(), mode="quintic"), "unknown mode 'quintic'"),
-    "unknown padding": (_with(_warp(), padding_mode="wrap"), "unknown padding_mode 'wrap'"),
-    "grid rank": (_warp(grid_shape=(1, 3, 3, 3)), "disagree on the spatial rank"),
-    "X rank 2": (_warp(x_shape=(1, 2), grid_shape=(1, 3, 1)), "X must have rank >= 3"),
-    "integer grid": (
-        _typed(_warp(), grid=TensorProto.INT32),
-        "grid must be a float tensor, not INT32",
-    ),
-    "string X": (_typed(_warp(), x=TensorProto.STRING), "X of type STRING needs mode nearest"),
-}
+ROOT = pathlib.Path(__file__).parents[2]
 
 
 @pytest.mark.parametrize("model,reason", BAD_NODES.values(), ids=BAD_NODES.keys())
@@ -76,7 +51,7 @@ def test_unlowerable_nodes_are_named_with_the_reason(model, reason):
 
 def test_string_x_with_nearest_is_lowered(rng):
     """Strings move like any value; zeros padding gives the empty string."""
-    model = _typed(_warp(mode="nearest"), x=TensorProto.STRING)
+    model = retyped(one_warp(mode="nearest"), x=TensorProto.STRING)
     x = rng.choice(np.array(["a", "bb", "ccc"], dtype=object), size=(1, 2, 4, 5))
     grid = make_grid(rng, (1, 3, 3, 2))
     actual = run_ort(lower(model), {"X": x, "grid": grid})
@@ -87,7 +62,7 @@ def test_string_x_with_nearest_is_lowered(rng):
 
 def test_ops_of_other_domains_are_left_alone(rng):
     """A custom op (unknown to every checker) and a contrib GridSample are not ours."""
-    model = _warp()
+    model = one_warp()
     model.graph.node.append(helper.make_node("Foo", ["Y"], ["Z"], domain="my.custom", name="foo"))
     model.graph.node.append(
         helper.make_node("GridSample", ["X", "grid"], ["W"], domain="com.microsoft", name="ms")
@@ -104,7 +79,7 @@ def test_ops_of_other_domains_are_left_alone(rng):
 
 
 MODELS = {
-    "cubic": lambda: _warp(mode="cubic"),
+    "cubic": lambda: one_warp(mode="cubic"),
     "stn": lambda: onnx.load(ROOT / "testdata" / "stn.onnx"),
     "symbolic": lambda: gridsample_model(
         ["N", 3, "H", "W"], ["N", 5, 6, 2], "cubic", "reflection", 1
@@ -134,7 +109,8 @@ def test_deterministic_and_idempotent(make, as_functions):
 def test_deterministic_across_processes():
     """Names and order do not depend on hash seeds or anything else a new process changes."""
     script = (
-        "import sys, hashlib, onnx; sys.path.insert(0, 'tests'); from test_robustness import MODELS;"
+        "import sys, hashlib, onnx; sys.path[:0] = ['tests', 'tests/lowering'];"
+        "from test_robustness import MODELS;"
         "from gridsample_lower import lower;"
         "print([hashlib.sha256(lower(m()).SerializeToString()).hexdigest() for m in MODELS.values()])"
     )

@@ -15,12 +15,12 @@ from collections.abc import Callable
 import onnx_ir as ir
 from onnxscript import rewriter
 
-from gridsample_lower.emitter import Emitter
-from gridsample_lower.index_range import node_index_refusal
-from gridsample_lower.registry import lookup
-from gridsample_lower.selection import selects
-from gridsample_lower.spec import GridSampleSpec, UnsupportedGridSample
-from gridsample_lower.targets import Target, get_target
+from gridsample_lower.lowering.emitter import Emitter
+from gridsample_lower.lowering.index_range import node_index_refusal
+from gridsample_lower.lowering.registry import lookup
+from gridsample_lower.lowering.selection import selects
+from gridsample_lower.lowering.spec import GridSampleSpec, UnsupportedGridSample
+from gridsample_lower.lowering.targets import Target, get_target
 
 __all__ = ["RULE_NAME", "GridSampleLowering", "gridsample_rule"]
 

@@ -11,8 +11,8 @@ from conftest import assert_close, gridsample_model, make_grid, run_ort
 from onnx import numpy_helper
 
 from gridsample_lower import UnsupportedGridSample, lower, lower_with_report
-from gridsample_lower.functions import DOMAIN
-from gridsample_lower.targets import FOLDED_GRID_MAX_CHANNELS, native_cubic_channels
+from gridsample_lower.lowering.functions import DOMAIN
+from gridsample_lower.lowering.targets import FOLDED_GRID_MAX_CHANNELS, native_cubic_channels
 
 FLOAT, DOUBLE = onnx_ir.DataType.FLOAT, onnx_ir.DataType.DOUBLE
 

@@ -10,9 +10,9 @@ from onnxscript import rewriter
 
 from gridsample_lower import lower, supported_specs
 from gridsample_lower.check.reference import grid_sample
-from gridsample_lower.rule import gridsample_rule
-from gridsample_lower.sampling import ROWS_MIN_CHANNELS
-from gridsample_lower.targets import TARGETS, Target, get_target
+from gridsample_lower.lowering.rule import gridsample_rule
+from gridsample_lower.lowering.sampling import ROWS_MIN_CHANNELS
+from gridsample_lower.lowering.targets import TARGETS, Target, get_target
 
 GATHERS = {"Gather": 1, "GatherElements": 1, "GatherND": 1}
 _SIZES_IN, _SIZES_OUT = [4, 3, 5, 3], [3, 2, 2, 2]  # H != W, not powers of two where it counts
