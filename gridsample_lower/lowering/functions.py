@@ -7,14 +7,15 @@ symbolic sizes, the same rank and the same dtypes, so one function serves every 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import onnx_ir as ir
 
 from gridsample_lower.lowering.inventory import Site
 from gridsample_lower.lowering.spec import GridSampleSpec
-from gridsample_lower.lowering.targets import Target
 from gridsample_lower.models import gridsample_model
 
-__all__ = ["DOMAIN", "call_functions", "function_name", "untype_functions"]
+__all__ = ["DOMAIN", "Lowering", "call_functions", "function_name", "untype_functions"]
 
 DOMAIN = "gridsample_lower"
 
@@ -27,13 +28,20 @@ def function_name(spec: GridSampleSpec) -> str:
     )
 
 
-def call_functions(model: ir.Model, sites: list[Site], target: Target) -> int:
-    """Replace each site's GridSample by a call of its configuration's function."""
+Lowering = Callable[[ir.Model], ir.Model]
+
+
+def call_functions(model: ir.Model, sites: list[Site], lowering: Lowering) -> int:
+    """Replace each site's GridSample by a call of its configuration's function.
+
+    ``lowering`` lowers the one-node model a function body is made from (the pass, for the
+    target at hand).
+    """
     opset = model.opset_imports.get("", 20)
     for site in sites:
         name = function_name(site.spec)
         if (DOMAIN, name, "") not in model.functions:
-            model.functions[(DOMAIN, name, "")] = _function(name, site.spec, target, opset)
+            model.functions[(DOMAIN, name, "")] = _function(name, site.spec, lowering, opset)
         node = site.node
         call = ir.Node(DOMAIN, name, node.inputs[:2], num_outputs=1, name=node.name)
         ir.convenience.replace_nodes_and_values(
@@ -44,9 +52,7 @@ def call_functions(model: ir.Model, sites: list[Site], target: Target) -> int:
     return len(sites)
 
 
-def _function(name: str, spec: GridSampleSpec, target: Target, opset: int) -> ir.Function:
-    from gridsample_lower.lowering.passes import LowerGridSamplePass  # (the pass uses this module)
-
+def _function(name: str, spec: GridSampleSpec, lowering: Lowering, opset: int) -> ir.Function:
     r = spec.rank
     template = gridsample_model(
         ["N", "C", *[f"d{i}" for i in range(r)]],
@@ -59,7 +65,7 @@ def _function(name: str, spec: GridSampleSpec, target: Target, opset: int) -> ir
         opset=max(opset, 20),
         ir_version=10,
     )
-    graph = LowerGridSamplePass(target=target)(ir.serde.deserialize_model(template)).model.graph
+    graph = lowering(ir.serde.deserialize_model(template)).graph
     graph.opset_imports.clear()
     graph.opset_imports[""] = opset
     function = ir.Function(DOMAIN, name, "", graph=graph, attributes=())

@@ -98,7 +98,8 @@ class LowerGridSamplePass(ir.passes.InPlacePass):
                 raise UnsupportedGridSample(problems[0][0].name, problems[0][1])
             sites = [site for site, reason in judged if not reason]  # the rest stay in place
             if self.as_functions:
-                count = call_functions(model, sites, self.target)
+                body = LowerGridSamplePass(target=self.target)  # a body's one node: all of it
+                count = call_functions(model, sites, lambda one: body(one).model)
             else:
                 count = _apply_rule(model, self.select, self.target)
         untype_functions(model)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import onnx_ir as ir
 
+from gridsample_lower.lowering.decompositions import cubic, linear, nearest
 from gridsample_lower.lowering.spec import ALIGN_CORNERS, MODES, PADDING_MODES, GridSampleSpec
 from gridsample_lower.runtime import onnxruntime_runs
 
@@ -18,7 +19,6 @@ __all__ = [
     "TESTED_RANKS",
     "Decomposition",
     "lookup",
-    "register",
     "support_matrix",
     "supported_specs",
 ]
@@ -26,45 +26,29 @@ __all__ = [
 # (emitter, X, grid, spec) -> Y
 Decomposition = Callable[..., ir.Value]
 
-_TABLE: dict[str, Decomposition] = {}
-
 # Ranks the suite checks exhaustively; every rank >= 1 goes through the same code.
 TESTED_RANKS = (1, 2, 3)
-
-
-def register(mode: str) -> Callable[[Decomposition], Decomposition]:
-    """Register the decomposition of ``mode``; registering a mode twice is an error."""
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}")
-
-    def decorate(fn: Decomposition) -> Decomposition:
-        if mode in _TABLE:
-            raise ValueError(f"mode {mode!r} is already registered by {_TABLE[mode].__module__}")
-        _TABLE[mode] = fn
-        return fn
-
-    return decorate
+# One decomposition per mode: the one list of what can be lowered, written out.
+_TABLE: dict[str, Decomposition] = {
+    "linear": linear.linear,
+    "nearest": nearest.nearest,
+    "cubic": cubic.cubic,
+}
 
 
 def lookup(spec: GridSampleSpec) -> Decomposition:
     """The decomposition for ``spec``."""
-    _load()
     return _TABLE[spec.mode]
 
 
 def supported_specs(ranks: tuple[int, ...] = TESTED_RANKS) -> list[GridSampleSpec]:
     """Every (rank, mode, padding, align_corners) configuration lowered, for float32 inputs."""
-    _load()
     return [
         GridSampleSpec(rank, mode, padding, align)
         for rank, mode, padding, align in itertools.product(
             ranks, sorted(_TABLE, key=MODES.index), PADDING_MODES, ALIGN_CORNERS
         )
     ]
-
-
-def _load() -> None:
-    import gridsample_lower.lowering.decompositions  # noqa: F401  (registers on import)
 
 
 def support_matrix() -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from gridsample_lower.lowering.emitter import Emitter
-from gridsample_lower.lowering.registry import register
 from gridsample_lower.lowering.sampling import Kernel, interpolate
 from gridsample_lower.lowering.spec import GridSampleSpec
 
@@ -35,6 +34,5 @@ def _weights(em: Emitter, x: ir.Value, x1: ir.Value, per_tap) -> ir.Value:
 CUBIC = Kernel(offsets=(-1.0, 0.0, 1.0, 2.0), weights=_weights)
 
 
-@register("cubic")
 def cubic(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec) -> ir.Value:
     return interpolate(em, x, grid, spec, CUBIC)

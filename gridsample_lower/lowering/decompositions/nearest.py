@@ -11,12 +11,10 @@ import onnx_ir as ir
 
 from gridsample_lower.lowering.coords import source_coordinate, tap_indices
 from gridsample_lower.lowering.emitter import Emitter
-from gridsample_lower.lowering.registry import register
 from gridsample_lower.lowering.sampling import gather_and_combine, grid_coordinates
 from gridsample_lower.lowering.spec import GridSampleSpec, compute_dtype
 
 
-@register("nearest")
 def nearest(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec) -> ir.Value:
     ct = compute_dtype(spec)
     indices, inside = [], None
