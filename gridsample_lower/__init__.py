@@ -9,12 +9,8 @@ from gridsample_lower.check import (
     verify,
 )
 from gridsample_lower.files import model_io
-from gridsample_lower.lowering.passes import (
-    LowerGridSamplePass,
-    LoweringResult,
-    lower,
-    lower_with_report,
-)
+from gridsample_lower.lowering.api import lower, lower_with_report
+from gridsample_lower.lowering.passes import LowerGridSamplePass, LoweringResult
 from gridsample_lower.lowering.registry import supported_specs
 from gridsample_lower.lowering.rule import GridSampleLowering, gridsample_rule
 from gridsample_lower.lowering.spec import GridSampleSpec, UnsupportedGridSample

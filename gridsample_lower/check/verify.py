@@ -28,8 +28,7 @@ from gridsample_lower.check.nodes import probe_nodes
 from gridsample_lower.check.report import VerificationReport
 from gridsample_lower.check.run import Progress, Run
 from gridsample_lower.files import model_io
-from gridsample_lower.lowering.inventory import find_gridsamples, inferred_types
-from gridsample_lower.lowering.passes import name_unnamed
+from gridsample_lower.lowering.inventory import find_gridsamples, inferred_types, name_unnamed
 
 __all__ = ["VerificationError", "verify"]
 

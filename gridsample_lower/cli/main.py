@@ -31,9 +31,9 @@ from gridsample_lower.cli.output import (
     verify_and_save,
 )
 from gridsample_lower.cli.verify import verify
+from gridsample_lower.lowering.api import selection_of
 from gridsample_lower.lowering.index_range import node_index_refusal
-from gridsample_lower.lowering.inventory import find_gridsamples, inferred_types
-from gridsample_lower.lowering.passes import name_unnamed, selection_of
+from gridsample_lower.lowering.inventory import find_gridsamples, inferred_types, name_unnamed
 from gridsample_lower.lowering.registry import support_matrix
 from gridsample_lower.lowering.targets import TARGETS
 

@@ -21,7 +21,14 @@ from gridsample_lower.lowering.spec import (
 )
 from gridsample_lower.runtime import onnxruntime_runs
 
-__all__ = ["Site", "find_gridsamples", "inferred_types", "is_gridsample", "type_text"]
+__all__ = [
+    "Site",
+    "find_gridsamples",
+    "inferred_types",
+    "is_gridsample",
+    "name_unnamed",
+    "type_text",
+]
 
 
 def is_gridsample(node: ir.Node) -> bool:
@@ -161,3 +168,19 @@ def _attr_text(attr: ir.Attr | None) -> object:
     if attr is None:
         return "(default)"
     return f"@{attr.ref_attr_name}" if attr.is_ref() else attr.value
+
+
+def name_unnamed(model: ir.Model, sites) -> None:
+    """Give unnamed GridSample nodes a unique name: their lowered nodes are prefixed with it.
+
+    The pass and the verifier both call it, so they name nodes alike.
+    """
+    graphs = [model.graph, *model.functions.values()]
+    taken = {n.name for g in graphs for n in ir.traversal.RecursiveGraphIterator(g) if n.name}
+    k = 0
+    for site in sites:
+        if not site.node.name:
+            while f"GridSample_{k}" in taken:
+                k += 1
+            site.node.name = f"GridSample_{k}"
+            taken.add(site.node.name)

@@ -1,4 +1,4 @@
-"""``LowerGridSamplePass`` and ``lower()``: every GridSample in a model, lowered to primitive ops.
+"""``LowerGridSamplePass``: every GridSample in a model, lowered to primitive ops.
 
 The pass does what the rewrite rule cannot do alone: it inlines the calls of model-local
 functions that contain a GridSample (call-site attributes and defaults honoured, so the mode is
@@ -13,12 +13,9 @@ import collections
 import contextlib
 import dataclasses
 import gc
-import numbers
 import threading
-from collections.abc import Callable, Iterable, Iterator
-from typing import TypeVar
+from collections.abc import Callable, Iterator
 
-import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import InlinePass
 from onnxscript import rewriter
@@ -30,23 +27,14 @@ from gridsample_lower.lowering.inventory import (
     find_gridsamples,
     inferred_types,
     is_gridsample,
+    name_unnamed,
 )
 from gridsample_lower.lowering.rule import RULE_NAME, gridsample_rule
 from gridsample_lower.lowering.selection import Selection, selects
-from gridsample_lower.lowering.spec import MODE_NAMES, GridSampleSpec, UnsupportedGridSample
+from gridsample_lower.lowering.spec import GridSampleSpec, UnsupportedGridSample
 from gridsample_lower.lowering.targets import Target, get_target
-from gridsample_lower.protos import graphs
 
-__all__ = [
-    "LowerGridSamplePass",
-    "LoweringResult",
-    "expect_model",
-    "lower",
-    "lower_with_report",
-    "selection_of",
-]
-
-ModelT = TypeVar("ModelT", onnx.ModelProto, ir.Model)
+__all__ = ["LowerGridSamplePass", "LoweringResult", "cyclic_gc_paused"]
 
 
 @dataclasses.dataclass
@@ -126,79 +114,6 @@ class LowerGridSamplePass(ir.passes.InPlacePass):
         return selects(self.select, site.node, site.spec)
 
 
-def lower(
-    model: ModelT,
-    *,
-    target: Target | str = "generic",
-    lower_all: bool = False,
-    only: Iterable[str] = (),
-    skip: Iterable[str] = (),
-    modes: Iterable[str] = (),
-    ranks: Iterable[int] = (),
-    index_dtype: ir.DataType | str | None = None,
-    as_functions: bool = False,
-    strict: bool = True,
-) -> ModelT:
-    """Lower the GridSample nodes of ``model``; returns a new model of the same kind.
-
-    Args:
-        model: ``onnx.ModelProto`` or ``onnx_ir.Model``; it is not modified.
-        target: A name from ``TARGETS`` (or a ``Target``): the ops the lowered graph may use,
-            its index type, and the configurations it runs natively, which are kept.
-        lower_all: Lower what the target runs natively too.
-        only: Node names to lower exclusively (empty: all); a bare str is one name.
-        skip: Node names to leave alone.
-        modes: Lower only these modes (empty: all): linear, nearest, cubic, or their
-            opset-16 names bilinear, bicubic; a bare str is one mode.
-        ranks: Lower only these spatial ranks, ints >= 1 (empty: all).
-        index_dtype: int32 or int64 gather indices ("int32", ``onnx_ir.DataType.INT32`` or
-            ``onnx.TensorProto.INT32``), overriding the target's choice; int32 with symbolic
-            sizes promises that they stay below 2**31 elements.
-        as_functions: Emit each configuration once as a model-local function (domain
-            ``gridsample_lower``) and call it, instead of inlining the ops at every node.
-        strict: Raise ``UnsupportedGridSample`` for a selected node that cannot be lowered;
-            otherwise leave it.
-
-    Raises:
-        TypeError: ``model`` or a choice of the wrong type (a path for the model, say).
-        ValueError: An unknown target, mode or index type, a rank below 1, or a name, mode
-            or rank in ``only``, ``skip``, ``modes``, ``ranks`` that no GridSample has.
-        UnsupportedGridSample: A selected node cannot be lowered (with ``strict``).
-    """
-    return lower_with_report(
-        model,
-        target=target,
-        lower_all=lower_all,
-        only=only,
-        skip=skip,
-        modes=modes,
-        ranks=ranks,
-        index_dtype=index_dtype,
-        as_functions=as_functions,
-        strict=strict,
-    )[0]
-
-
-def lower_with_report(
-    model: ModelT, *, strict: bool = True, as_functions: bool = False, **choices
-) -> tuple[ModelT, dict[str, int]]:
-    """``lower``, plus the count of lowered nodes per configuration label."""
-    expect_model(model, "lower")
-    selection = selection_of(**choices)
-    is_proto = isinstance(model, onnx.ModelProto)
-    proto = model if is_proto else ir.serde.serialize_model(model)
-    lowering = LowerGridSamplePass(
-        strict=strict, select=selection, target=selection.target, as_functions=as_functions
-    )
-    with cyclic_gc_paused():
-        result = lowering(ir.serde.deserialize_model(proto))
-        if not is_proto:
-            return result.model, result.lowered
-        out = ir.serde.serialize_model(result.model)
-    _drop_new_value_info(out, {info.name for g in _graphs(proto) for info in g.value_info})
-    return out, result.lowered
-
-
 _gc_lock = threading.Lock()
 _gc_pauses = 0  # how many lowerings, in any thread, are running with the collector paused
 _gc_was_enabled = False
@@ -229,90 +144,6 @@ def cyclic_gc_paused() -> Iterator[None]:
             _gc_pauses -= paused
             if paused and _gc_pauses == 0 and _gc_was_enabled:
                 gc.enable()
-
-
-def _drop_new_value_info(model: onnx.ModelProto, kept: set[str]) -> None:
-    """Keep only the value_info the input had.
-
-    onnx_ir writes the types it knows for initializers, constants and lowered values, which
-    would change the model's bytes for nothing.
-    """
-    for graph in _graphs(model):
-        entries = [info for info in graph.value_info if info.name in kept]
-        if len(entries) != len(graph.value_info):
-            del graph.value_info[:]
-            graph.value_info.extend(entries)
-
-
-def _graphs(model: onnx.ModelProto):
-    """The main graph, the functions, and their subgraphs at any depth."""
-    for root in (model.graph, *model.functions):
-        yield from graphs(root)
-
-
-def selection_of(
-    *,
-    target: Target | str = "generic",
-    lower_all: bool = False,
-    only: Iterable[str] = (),
-    skip: Iterable[str] = (),
-    modes: Iterable[str] = (),
-    ranks: Iterable[int] = (),
-    index_dtype: ir.DataType | str | None = None,
-) -> Selection:
-    """The Selection for ``lower``'s keyword arguments (the CLI passes the same ones)."""
-    chosen = get_target(target)
-    if index_dtype is not None:
-        chosen = dataclasses.replace(chosen, index_dtype=_index_dtype(index_dtype))
-    modes, ranks = _items(modes, "modes", str), _items(ranks, "ranks", numbers.Integral)
-    unknown = [mode for mode in modes if mode not in MODE_NAMES]
-    if unknown:
-        raise ValueError(f"unknown mode {unknown[0]!r}; expected one of {', '.join(MODE_NAMES)}")
-    if any(rank < 1 for rank in ranks):
-        raise ValueError(f"ranks must be at least 1, not {min(ranks)}")
-    return Selection(
-        chosen,
-        lower_all,
-        frozenset(_items(only, "only", str)),
-        frozenset(_items(skip, "skip", str)),
-        frozenset(MODE_NAMES[mode] for mode in modes),
-        frozenset(int(rank) for rank in ranks),
-    )
-
-
-def expect_model(model, function: str) -> None:
-    """Raise TypeError for what is not a model: a path would fail deep inside, unclearly."""
-    if not isinstance(model, onnx.ModelProto | ir.Model):
-        raise TypeError(
-            f"{function} expects an onnx.ModelProto or an onnx_ir.Model, not "
-            f"{type(model).__name__} (read a file with onnx.load or model_io.load_model)"
-        )
-
-
-def _items(values, what: str, kind: type) -> tuple:
-    """``values`` as a tuple of ``kind``; a bare one is one item (a str, not its characters)."""
-    try:
-        values = (values,) if isinstance(values, str) else tuple(values)
-    except TypeError:
-        values = (values,)
-    wrong = [v for v in values if isinstance(v, bool) or not isinstance(v, kind)]
-    if wrong:
-        name = "int" if kind is numbers.Integral else kind.__name__
-        raise TypeError(f"{what}: expected {name} values, got {type(wrong[0]).__name__}")
-    return values
-
-
-def _index_dtype(value: ir.DataType | str | int) -> ir.DataType:
-    """int32 or int64 as a name, an ``ir.DataType`` or an ``onnx.TensorProto`` number."""
-    if isinstance(value, str):
-        dtype = ir.DataType.__members__.get(value.upper())
-    elif isinstance(value, int) and not isinstance(value, bool):
-        dtype = value  # onnx.TensorProto.INT32 == ir.DataType.INT32
-    else:
-        raise TypeError(f"index_dtype must be a str or a data type, not {type(value).__name__}")
-    if dtype not in (ir.DataType.INT32, ir.DataType.INT64):
-        raise ValueError(f"index_dtype must be int32 or int64, not {value!r}")
-    return ir.DataType(dtype)
 
 
 def _apply_rule(
@@ -356,19 +187,3 @@ def _inline_functions_with_gridsample(model: ir.Model) -> bool:
     if not any(holds.values()):
         return False
     return InlinePass(criteria=lambda f: holds[f.identifier()])(model).modified
-
-
-def name_unnamed(model: ir.Model, sites) -> None:
-    """Give unnamed GridSample nodes a unique name: their lowered nodes are prefixed with it.
-
-    Public so the verifier names nodes exactly as the pass does.
-    """
-    graphs = [model.graph, *model.functions.values()]
-    taken = {n.name for g in graphs for n in ir.traversal.RecursiveGraphIterator(g) if n.name}
-    k = 0
-    for site in sites:
-        if not site.node.name:
-            while f"GridSample_{k}" in taken:
-                k += 1
-            site.node.name = f"GridSample_{k}"
-            taken.add(site.node.name)

@@ -19,8 +19,9 @@ import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import InlinePass
 
+from gridsample_lower.lowering.api import expect_model
 from gridsample_lower.lowering.inventory import Site, find_gridsamples, is_gridsample
-from gridsample_lower.lowering.passes import LowerGridSamplePass, expect_model
+from gridsample_lower.lowering.passes import LowerGridSamplePass
 from gridsample_lower.lowering.spec import GridSampleSpec
 from gridsample_lower.opset.onnx_converter import OpsetConversionError, convert_model, onnx_opset
 
