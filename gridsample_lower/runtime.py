@@ -111,38 +111,51 @@ def _half_gridsamples_spelled_out(model: onnx.ModelProto) -> onnx.ModelProto:
     """``model`` with each float16 GridSample spelled as Cast, float32 GridSample, Cast.
 
     That is what onnxruntime runs for it, without the Cast pair it then removes (see the
-    module's docstring).
+    module's docstring). A model without one is returned as it is.
     """
     if not any(n.op_type == "GridSample" for g in graphs(model.graph) for n in g.node):
         return model
     try:
-        model = onnx.shape_inference.infer_shapes(model)
+        inferred = onnx.shape_inference.infer_shapes(model)
     except Exception:  # noqa: BLE001  (a model inference cannot read runs as it is)
         return model
-    types = {}
-    for graph in graphs(model.graph):
+    half, types = TensorProto.FLOAT16, {}
+    for graph in graphs(inferred.graph):
         for info in [*graph.input, *graph.output, *graph.value_info]:
             types[info.name] = info.type.tensor_type.elem_type
         types.update({t.name: t.data_type for t in graph.initializer})
-    half = TensorProto.FLOAT16
-    for k, graph in enumerate(graphs(model.graph)):
+
+    def is_half(node: onnx.NodeProto) -> bool:
+        grid_sample = node.op_type == "GridSample" and node.domain in ("", "ai.onnx")
+        return grid_sample and half in [types.get(name) for name in node.input[:2]]
+
+    if not any(is_half(n) for g in graphs(model.graph) for n in g.node):
+        return model
+    spelled = onnx.ModelProto()
+    spelled.CopyFrom(model)
+    for k, graph in enumerate(graphs(spelled.graph)):
         nodes = []
         for j, node in enumerate(graph.node):
-            inputs = list(node.input[:2])
-            if node.op_type != "GridSample" or half not in [types.get(i) for i in inputs]:
-                nodes.append(node)
-                continue
-            tag = f"__gridsample_float32_{k}_{j}"
-            for n, name in enumerate(inputs):
-                if types.get(name) == half:
-                    nodes.append(helper.make_node("Cast", [name], [f"{name}{tag}"], to=1))
-                    node.input[n] = f"{name}{tag}"
-            if types.get(inputs[0]) == half:
-                y = node.output[0]
-                node.output[0] = f"{y}{tag}"
-                nodes += [node, helper.make_node("Cast", [node.output[0]], [y], to=half)]
+            if is_half(node):
+                nodes += _through_float32(node, types, f"__gridsample_float32_{k}_{j}")
             else:
                 nodes.append(node)
         del graph.node[:]
         graph.node.extend(nodes)
-    return model
+    return spelled
+
+
+def _through_float32(node: onnx.NodeProto, types: dict, tag: str) -> list[onnx.NodeProto]:
+    """Casts of the float16 inputs to float32, ``node`` on them, its output cast back."""
+    half = TensorProto.FLOAT16
+    x_is_half = types.get(node.input[0]) == half
+    casts = []
+    for n, name in enumerate(list(node.input[:2])):
+        if types.get(name) == half:
+            casts.append(helper.make_node("Cast", [name], [f"{name}{tag}"], to=TensorProto.FLOAT))
+            node.input[n] = f"{name}{tag}"
+    if not x_is_half:  # Y has X's type: float32 already
+        return [*casts, node]
+    y = node.output[0]
+    node.output[0] = f"{y}{tag}"
+    return [*casts, node, helper.make_node("Cast", [node.output[0]], [y], to=half)]

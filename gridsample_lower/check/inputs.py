@@ -83,14 +83,14 @@ class InputPlan:
     ) -> None:
         inputs = list(model.graph.inputs)
         self.given = checked_given(inputs, dict(given or {}))
-        roles = _roles(model, sites)
+        roles, grid_sites = _roles(model, sites)
         todo = [v for v in inputs if v.name not in self.given and not v.is_initializer()]
-        self.dims = _dims(inputs, roles, self.given, dict(dims or {}))
+        self.dims = _dims(inputs, todo, roles, grid_sites, self.given, dict(dims or {}))
         self.missing = ""  # why the whole model cannot run on invented inputs, if it cannot
         slots = []
         for value in todo:
             try:
-                slots.append(_slot(value, self.dims, roles))
+                slots.append(_slot(value, self.dims, roles, grid_sites.get(value.name)))
             except _CannotInvent as error:
                 self.missing = self.missing or str(error)
         self._slots = slots
@@ -147,15 +147,25 @@ def _shape_for(shape, rank: int, dims: Dims, default) -> list[int]:
     ]
 
 
-def _dims(inputs: list[ir.Value], roles: dict, given: dict, dims: dict[str, int]) -> Dims:
-    """Sizes for every symbolic dimension: given, shown by given arrays, else chosen."""
+def _dims(
+    inputs: list[ir.Value],
+    todo: list[ir.Value],
+    roles: dict[str, str],
+    grid_sites: dict[str, Site],
+    given: dict,
+    dims: dict[str, int],
+) -> Dims:
+    """Sizes for every symbolic dimension: given, shown by given arrays, else chosen.
+
+    ``todo``: the inputs to invent, whose size the chosen sizes must keep within budget.
+    """
     names, image, shown = [], [], {}
     for v in inputs:
         for k, d in enumerate(v.shape or ()):
             if isinstance(d, int) or not d.value:
                 continue
             names.append(d.value)
-            if _image_axis(k, len(v.shape), ("site", v.name) in roles, roles.get(v.name)):
+            if _image_axis(k, len(v.shape), v.name in grid_sites, roles.get(v.name)):
                 image.append(d.value)
             if v.name in given:
                 size = given[v.name].shape[k]
@@ -173,7 +183,6 @@ def _dims(inputs: list[ir.Value], roles: dict, given: dict, dims: dict[str, int]
         ) from None
     except ValueError as error:
         raise VerificationSetupError(str(error)) from None
-    todo = [v for v in inputs if v.name not in given and not v.is_initializer()]
 
     def invented() -> int:
         shapes = [
@@ -198,7 +207,8 @@ def _size(dim: int | ir.SymbolicDim, dims: Dims) -> int:
     return dim if isinstance(dim, int) else dims.size(dim.value or "")
 
 
-def _slot(value: ir.Value, dims: Dims, roles: dict[str, str]) -> _Slot:
+def _slot(value: ir.Value, dims: Dims, roles: dict[str, str], site: Site | None) -> _Slot:
+    """How to invent ``value``; ``site`` is the GridSample whose grid it is, if it is one."""
     ask = f"give it with --inputs {value.name}:FILE.npy (inputs= in Python)"
     if not isinstance(value.type, ir.TensorType) or value.dtype is None:
         raise _CannotInvent(f"input {value.name!r} is a {value.type or 'untyped'} value: {ask}")
@@ -209,7 +219,6 @@ def _slot(value: ir.Value, dims: Dims, roles: dict[str, str]) -> _Slot:
         raise _CannotInvent(f"input {value.name!r} holds a shape, sizes or axes: {ask}")
     shape = tuple(_size(d, dims) for d in value.shape)
     dtype = np.dtype(value.dtype.numpy())
-    site = roles.get(("site", value.name))
     if site is None:
         return _Slot(value.name, dtype, shape, str(role))
     lattice = _lattice_of(site, dims) or ()
@@ -228,13 +237,14 @@ def _check_size(slots: list[_Slot]) -> None:
         )
 
 
-def _roles(model: ir.Model, sites: list[Site]) -> dict:
-    """Per graph input: "shape", "grid" (is or feeds a grid) or "x".
+def _roles(model: ir.Model, sites: list[Site]) -> tuple[dict[str, str], dict[str, Site]]:
+    """The role of each graph input, and the GridSample of each input that is a grid itself.
 
-    Under the key ``("site", name)``: the site whose grid the input ``name`` is.
+    Roles: "shape" (sizes or axes), "grid" (is or feeds a grid) or "x".
     """
     inputs = {v.name for v in model.graph.inputs}
-    roles: dict = {}
+    roles: dict[str, str] = {}
+    grid_sites: dict[str, Site] = {}
     for site in sites:
         for name in _sources(site.node.inputs[0], inputs):
             roles.setdefault(name, "x")
@@ -243,13 +253,13 @@ def _roles(model: ir.Model, sites: list[Site]) -> dict:
             roles[name] = "grid"
         grid = site.node.inputs[1]
         if grid is not None and grid.producer() is None and grid.name in inputs:
-            roles[("site", grid.name)] = site
+            grid_sites[grid.name] = site
     for node in ir.traversal.RecursiveGraphIterator(model.graph):
         for k in _SHAPE_OPERANDS.get(node.op_type, ()):
             value = node.inputs[k] if k < len(node.inputs) else None
             if value is not None and value.producer() is None and value.name in inputs:
                 roles[value.name] = "shape"
-    return roles
+    return roles, grid_sites
 
 
 def _sources(value: ir.Value | None, inputs: set[str]) -> set[str]:

@@ -132,7 +132,8 @@ def grid_sample(x, grid, mode="linear", padding_mode="zeros", align_corners=0, *
     axes = []
     for k, size in enumerate(dims):
         coord = _unnormalize(g[:, :, r - 1 - k], size, align_corners).astype(np.float64)
-        if ct != np.float64:  # past float32's range a finite grid value stays a huge coordinate
+        if ct != np.float64 and np.isinf(coord).any():  # past float32's range a finite grid
+            # value stays a huge coordinate
             wide_coord = _unnormalize(g[:, :, r - 1 - k].astype(np.float64), size, align_corners)
             coord = np.where(np.isinf(coord) & np.isfinite(wide_coord), wide_coord, coord)
         if padding_mode == "reflection":  # folding an infinite coordinate has no meaning

@@ -47,7 +47,7 @@ class Run:
     ) -> None:
         """``untrusted``: why onnxruntime must not judge the given inputs, or "".
 
-        ``rng`` draws the synthetic inputs of the nodes in subgraphs.
+        ``rng`` draws the synthetic inputs (nodes in subgraphs; every node in ``alone``).
         """
         self.reference, self.exposed = expose(ref, probes)
         self.notes = [untrusted] if untrusted else []
@@ -132,7 +132,7 @@ class Run:
             else:
                 self._probe(probe, captured[probe.x_name], captured[probe.grid_name])
 
-    def alone(self, samples: int, rng: np.random.Generator, progress: Progress) -> None:
+    def alone(self, samples: int, progress: Progress) -> None:
         """Check each GridSample alone on synthetic X and grid: the whole model cannot run."""
         self.notes.append(f"{self.unusable}; each GridSample was checked alone instead")
         self.notes.append(_how_to_run_whole(self.plan))
@@ -143,7 +143,7 @@ class Run:
             for j, probe in enumerate(self.probes):
                 step = f"GridSample {probe.check.name!r} alone, synthetic set {k + 1}"
                 progress(k * len(self.probes) + j, total, step)
-                self._probe(probe, *synthetic(probe, self.plan.dims, rng))
+                self._probe(probe, *synthetic(probe, self.plan.dims, self.rng))
 
     def _inputs_text(self) -> str:
         sizes = self.plan.dims.describe(chosen_only=False)

@@ -113,7 +113,7 @@ def verify(
             break
         run.sample(plan.draw(rng), k, samples, progress)
     if run.unusable:
-        run.alone(samples, rng, progress)
+        run.alone(samples, progress)
     outputs = list(run.outputs.values())
     report = VerificationReport(
         run.oracle, run.candidate_runtime, samples, seed, outputs, checks, run.notes
