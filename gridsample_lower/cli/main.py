@@ -32,8 +32,8 @@ from gridsample_lower.cli.output import (
 )
 from gridsample_lower.cli.verify import verify
 from gridsample_lower.lowering.api import selection_of
-from gridsample_lower.lowering.index_range import node_index_refusal
 from gridsample_lower.lowering.inventory import find_gridsamples, inferred_types, name_unnamed
+from gridsample_lower.lowering.plan import node_plan
 from gridsample_lower.lowering.registry import support_matrix
 from gridsample_lower.lowering.targets import TARGETS
 
@@ -157,7 +157,7 @@ def _would(site, selection) -> str:
     kept = selection.why_kept(site.node.name, site.spec, site.node)
     if kept:
         return "keep: " + kept
-    refused = node_index_refusal(site.spec, site.node, selection.target)  # as the rule does
+    refused = node_plan(site.spec, site.node, selection.target).refusal  # as the rule does
     return "cannot lower: " + refused if refused else "lower"
 
 

@@ -5,7 +5,7 @@ coordinate is only unnormalized, and the padding rule is applied to each integer
 padding on a wide ring of zeros: to each point's first tap, ``ring_base``). Taps stay in float,
 where they are small exact integers (float ops are several times cheaper than int64 ones in
 onnxruntime). A NaN coordinate stays NaN where the result does not depend on its taps
-(``passes_nan``): they are put in range once they are integers (``sampling._flat_index``).
+(``passes_nan``): they are put in range once they are integers (``flat_index.flat_index``).
 """
 
 from __future__ import annotations

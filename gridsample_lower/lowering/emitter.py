@@ -28,7 +28,13 @@ class Emitter:
     """Emit named nodes through an onnxscript builder."""
 
     def __init__(
-        self, op: Any, prefix: str, x: ir.Value, grid: ir.Value, target: Target = TARGETS["generic"]
+        self,
+        op: Any,
+        prefix: str,
+        x: ir.Value,
+        grid: ir.Value,
+        rank: int,
+        target: Target = TARGETS["generic"],
     ) -> None:
         self.target = target
         self._op = op
@@ -37,6 +43,7 @@ class Emitter:
         self._x = x
         self._grid = grid
         self._x_shape = self._shape_of(x)
+        self.rank = rank  # X's spatial axes
         self._consts: dict[tuple, ir.Value] = {}
         self._once: dict[tuple, ir.Value] = {}
 
@@ -123,10 +130,6 @@ class Emitter:
         """``fn(L)``, L the size of spatial ``axis`` (X's axis 2 + axis), as ``x_size`` makes it."""
         return self.x_size(range(2 + axis, 3 + axis), dtype, fn)
 
-    def output_dims(self, rank: int) -> list[int | ir.Value]:
-        """The output's spatial sizes (the grid's axes 1..rank): ints, or 1-D int64 values."""
-        return [self.prod_dims("grid", range(1 + a, 2 + a)) for a in range(rank)]
-
     def once(self, key: tuple, build: Callable[[], ir.Value]) -> ir.Value:
         """The value ``build`` makes, emitted once per lowered node for the same ``key``."""
         if key not in self._once:
@@ -140,7 +143,42 @@ class Emitter:
             size = self.Add(size, self.const(offset, dtype))
         return size
 
-    def prod_dims(self, of: str, axes: range) -> int | ir.Value:
+    # Sizes to build shapes from: ints where static, else 1-D int64 values of one element.
+
+    @property
+    def batch(self) -> int | ir.Value:
+        """N."""
+        return self._extent("x", range(0, 1))
+
+    @property
+    def channels(self) -> int | ir.Value:
+        """C."""
+        return self._extent("x", range(1, 2))
+
+    @property
+    def planes(self) -> int | ir.Value:
+        """N x C: X's planes."""
+        return self._extent("x", range(0, 2))
+
+    @property
+    def sample_size(self) -> int | ir.Value:
+        """S: the values of one plane (the product of X's spatial sizes)."""
+        return self._extent("x", range(2, 2 + self.rank))
+
+    def stride(self, axis: int) -> int | ir.Value:
+        """The flat-index stride of spatial ``axis`` within a plane."""
+        return self._extent("x", range(3 + axis, 2 + self.rank))
+
+    @property
+    def points(self) -> int | ir.Value:
+        """P: the output points per sample (the product of the grid's axes 1..rank)."""
+        return self._extent("grid", range(1, 1 + self.rank))
+
+    def output_dims(self) -> list[int | ir.Value]:
+        """The output's spatial sizes (the grid's axes 1..rank)."""
+        return [self._extent("grid", range(1 + a, 2 + a)) for a in range(self.rank)]
+
+    def _extent(self, of: str, axes: range) -> int | ir.Value:
         """prod(shape[axes]) of ``of`` ("x" or "grid"): an int, or a 1-D int64 of one element."""
         value = self._x if of == "x" else self._grid
         dims = self._shape_of(value)

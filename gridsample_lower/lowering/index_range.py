@@ -2,13 +2,13 @@
 
 A target with int32 indices (webnn, int32, or ``index_dtype="int32"``) cannot gather past
 2**31 - 1. The largest index a lowering computes is the zero slot past the data it gathers from
-(``sampling.gather_and_combine``): S, the elements of one sample's spatial axes, for
+(``gathers.gather_and_combine``): S, the elements of one sample's spatial axes, for
 GatherElements; N * S for the channels-last rows, which span every sample. S counts the ring
 of zeros that zeros padding lays around X for linear and cubic (``sampling._zero_ring``): as
 many zeros either side of every axis as the kernel has taps per axis (2, 4) for GatherElements,
-one for the rows. The rule refuses a node here (``index_refusal``), where ``strict=False`` can
-still leave it in place, and the emitter leaves rows for GatherElements where only the rows
-would overflow (``sampling._gathers_rows``), so it never meets an index it cannot hold.
+one for the rows. The plan (``plan.plan_of``) leaves rows for GatherElements where only the
+rows would overflow, and refuses a node whose chosen gather would: the rule's check builds the
+plan, so ``strict=False`` can still leave that node in place.
 
 Symbolic sizes are never refused: int32 there is the caller's promise. A symbolic batch counts
 as one sample, whose static size alone may already be too large.
@@ -27,10 +27,8 @@ from gridsample_lower.lowering.targets import Target
 __all__ = [
     "INT32_LIMIT",
     "RING_TYPES",
-    "index_refusal",
     "int32_overflow",
     "largest_index",
-    "node_index_refusal",
     "ring_width",
 ]
 
@@ -87,24 +85,6 @@ def int32_overflow(spec: GridSampleSpec, x_shape: Shape, target: Target, *, rows
     if largest is None or largest < INT32_LIMIT:
         return ""
     return f"indices reach {largest}: too many for int32"
-
-
-def index_refusal(spec: GridSampleSpec, x_shape: Shape, target: Target) -> str:
-    """Why this node cannot be lowered with the target's gather indices, or "".
-
-    A target without GatherElements (webnn, openvino) gathers rows. Any other gathers with
-    GatherElements wherever the rows would overflow (``sampling._gathers_rows``), so only its
-    indices can: refusing when they overflow is exact where the emitter takes GatherElements,
-    and errs on the safe side where it takes rows that fit (only with a symbolic grid and a
-    static X whose one sample is near 2**31 elements).
-    """
-    return int32_overflow(spec, x_shape, target, rows=not target.allows("GatherElements"))
-
-
-def node_index_refusal(spec: GridSampleSpec, node: ir.Node, target: Target) -> str:
-    """``index_refusal`` for a GridSample node, judged by its X's static shape."""
-    x = node.inputs[0] if node.inputs else None
-    return index_refusal(spec, x.shape if x is not None else None, target)
 
 
 def _static(shape: Shape) -> list[int | None] | None:

@@ -21,7 +21,6 @@ from onnx_ir.passes.common import InlinePass
 from onnxscript import rewriter
 
 from gridsample_lower.lowering.functions import call_functions, untype_functions
-from gridsample_lower.lowering.index_range import node_index_refusal
 from gridsample_lower.lowering.inventory import (
     Site,
     find_gridsamples,
@@ -29,6 +28,7 @@ from gridsample_lower.lowering.inventory import (
     is_gridsample,
     name_unnamed,
 )
+from gridsample_lower.lowering.plan import node_plan
 from gridsample_lower.lowering.rule import RULE_NAME, gridsample_rule
 from gridsample_lower.lowering.selection import Selection, selects
 from gridsample_lower.lowering.spec import GridSampleSpec, UnsupportedGridSample
@@ -104,7 +104,7 @@ class LowerGridSamplePass(ir.passes.InPlacePass):
         """
         if site.spec is None:
             return site.problem or "unsupported"
-        return node_index_refusal(site.spec, site.node, self.target)
+        return node_plan(site.spec, site.node, self.target).refusal
 
     def _selected(self, site: Site) -> bool:
         if self.select is None:

@@ -23,7 +23,7 @@ __all__ = [
     "supported_specs",
 ]
 
-# (emitter, X, grid, spec) -> Y
+# (emitter, X, grid, spec, plan) -> Y
 Decomposition = Callable[..., ir.Value]
 
 # Ranks the suite checks exhaustively; every rank >= 1 goes through the same code.

@@ -2,7 +2,8 @@
 
 It matches GridSample whatever its attributes, declines with a reason when the node cannot be
 lowered (unknown rank or type, attribute bound to a function parameter, an X too large for the
-target's int32 indices, ...), and otherwise emits the decomposition registered for the node's
+target's int32 indices, ...): its check builds the node's ``Plan``, where every such
+choice is made; otherwise it emits the decomposition registered for the node's
 mode. It works on its own with
 ``onnxscript.rewriter.rewrite(model, [gridsample_rule()])``; ``LowerGridSamplePass`` adds what a
 rule cannot do alone (functions, shape inference, naming, a report).
@@ -16,7 +17,7 @@ import onnx_ir as ir
 from onnxscript import rewriter
 
 from gridsample_lower.lowering.emitter import Emitter
-from gridsample_lower.lowering.index_range import node_index_refusal
+from gridsample_lower.lowering.plan import Plan, node_plan
 from gridsample_lower.lowering.registry import lookup
 from gridsample_lower.lowering.selection import selects
 from gridsample_lower.lowering.spec import GridSampleSpec, UnsupportedGridSample
@@ -38,10 +39,12 @@ class GridSampleLowering(rewriter.RewriteRuleClassBase):
         self,
         select: Callable[[str, GridSampleSpec], bool] | None = None,
         target: Target | str = "generic",
+        planner: Callable[[GridSampleSpec, ir.Node, Target], Plan] = node_plan,
     ) -> None:
         super().__init__(name=RULE_NAME)
         self.select = select
         self.target = get_target(target)
+        self.planner = planner  # (tests force a plan's forms through it)
 
     def pattern(self, op, x, grid):
         return op.GridSample(x, grid, _allow_other_attributes=True, _outputs=["y"])
@@ -54,22 +57,20 @@ class GridSampleLowering(rewriter.RewriteRuleClassBase):
             return result.fail(error.reason, y.producer())
         if self.select is not None and not selects(self.select, y.producer(), spec):
             return result.fail(f"{spec.label} is not selected", y.producer())
-        refusal = node_index_refusal(spec, y.producer(), self.target)
-        if refusal:  # decided here, where strict=False can still leave the node in place
-            return result.fail(refusal, y.producer())
+        plan = self.planner(spec, y.producer(), self.target)
+        if plan.refusal:  # decided here, where strict=False can still leave the node in place
+            return result.fail(plan.refusal, y.producer())
         return result
 
     def rewrite(self, op, x: ir.Value, grid: ir.Value, y: ir.Value, **_) -> ir.Value:
         node = y.producer()
         spec = GridSampleSpec.from_node(node)
         prefix = node.name or f"GridSample({y.name})"
-        em = Emitter(op, prefix=prefix, x=x, grid=grid, target=self.target)
-        if em.x_dim(0) == 0 or em.x_dim(1) == 0:
-            # Y is empty too. (onnxruntime's optimizer mis-handles the general graph here.)
-            points = [em.prod_dims("grid", range(a, a + 1)) for a in range(1, spec.rank + 1)]
-            batch, channels = em.prod_dims("x", range(0, 1)), em.prod_dims("x", range(1, 2))
-            return em.reshape(x, [batch, channels, *points])
-        return lookup(spec)(em, x, grid, spec)
+        plan = self.planner(spec, node, self.target)  # as the check made it
+        em = Emitter(op, prefix=prefix, x=x, grid=grid, rank=spec.rank, target=self.target)
+        if plan.empty:  # Y is empty too. (onnxruntime's optimizer mis-handles the general graph.)
+            return em.reshape(x, [em.batch, em.channels, *em.output_dims()])
+        return lookup(spec)(em, x, grid, spec, plan)
 
 
 def gridsample_rule(

@@ -25,9 +25,9 @@ from gridsample_lower.check.reference import grid_sample
 from gridsample_lower.cli.main import main
 from gridsample_lower.lowering.decompositions.cubic import CUBIC
 from gridsample_lower.lowering.decompositions.linear import LINEAR
-from gridsample_lower.lowering.index_range import index_refusal, ring_width
+from gridsample_lower.lowering.index_range import ring_width
+from gridsample_lower.lowering.plan import ROWS_MIN_CHANNELS, plan_of
 from gridsample_lower.lowering.rule import gridsample_rule
-from gridsample_lower.lowering.sampling import ROWS_MIN_CHANNELS
 from gridsample_lower.lowering.targets import get_target
 
 SIDE = 4097  # 4097 * 4097 = 2**24 + 8193 elements in one channel plane
@@ -269,30 +269,28 @@ def test_the_ring_counted_is_the_ring_emitted():
 
 @pytest.mark.parametrize("target", ["webnn", "int32"])
 @pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
-def test_the_rule_refuses_whatever_the_emitter_cannot_index(monkeypatch, target, mode):
-    """With the rule's refusal switched off, the emitter's own check (an internal assertion)
-    fails only for nodes the refusal names; exactly those where rows are forced (webnn). The
-    int32 target may refuse more: a node whose rows would fit but GatherElements' would not
-    (one sample, a symbolic grid)."""
-    import gridsample_lower.lowering.rule as rule_module
-
-    rules = rewriter.RewriteRuleSet([gridsample_rule(target=target)])
+def test_the_plan_refuses_exactly_where_its_gather_cannot_index(target, mode):
+    """The plan refuses a node iff the largest index of the gather it chose, the zero slot past
+    the data (X padded by the ring; N*S for rows, whose indices span every sample, one sample
+    where the batch is symbolic), passes int32; and the rule declines exactly those."""
+    rule = rewriter.RewriteRuleSet([gridsample_rule(target=target)])
+    spec = GridSampleSpec(2, mode, "zeros", 0)
     for side, batch, (channels, points) in itertools.product(
         (46332, 46338, 46341), (1, 2, "N"), ((1, 2), (ROWS_MIN_CHANNELS, "P"))
     ):
-        x_shape = [batch, channels, side, side]
-        model = gridsample_model(x_shape, [batch, points, 2, 2], mode, "zeros", 0)
-        spec = GridSampleSpec(2, mode, "zeros", 0)
-        refusal = index_refusal(spec, x_shape, get_target(target))
-        with monkeypatch.context() as patched:
-            patched.setattr(rule_module, "node_index_refusal", lambda *_: "")
-            try:
-                rules.apply_to_model(ir.serde.deserialize_model(model))
-                overflows = False
-            except AssertionError as error:
-                assert "too many for int32" in str(error)
-                overflows = True
-        case = (x_shape, points, refusal)
-        assert refusal or not overflows, case
-        if target == "webnn":
-            assert bool(refusal) == overflows, case
+        x_shape, grid_shape = [batch, channels, side, side], [batch, points, 2, 2]
+        plan = plan_of(spec, x_shape, grid_shape, get_target(target))
+        largest = (side + 2 * plan.ring) ** 2 * (batch if plan.rows and batch != "N" else 1)
+        case = (x_shape, points, plan.gather, plan.ring)
+        assert bool(plan.refusal) == (largest >= 2**31), case
+        model = gridsample_model(x_shape, grid_shape, mode, "zeros", 0)
+        assert rule.apply_to_model(ir.serde.deserialize_model(model)) == int(not plan.refusal)
+
+
+def test_rows_that_fit_are_taken_where_gather_elements_would_not():
+    """One sample of 33x46338x46338, linear zeros on the int32 target, symbolic grid: rows pay
+    (a ring of one: 46340**2 < 2**31) where GatherElements' ring of two would pass 2**31."""
+    x_shape, grid_shape = [1, ROWS_MIN_CHANNELS, 46338, 46338], [1, "P", 2, 2]
+    model = gridsample_model(x_shape, grid_shape, "linear", "zeros", 0)
+    ops = _ops(lower(model, target="int32"))
+    assert "GridSample" not in ops and "GatherElements" not in ops and "Gather" in ops

@@ -24,8 +24,8 @@ from gridsample_lower import (
     lower,
     lower_with_report,
 )
+from gridsample_lower.lowering.plan import ROWS_MIN_CHANNELS
 from gridsample_lower.lowering.registry import supported_specs
-from gridsample_lower.lowering.sampling import ROWS_MIN_CHANNELS
 from gridsample_lower.lowering.targets import TARGETS
 
 # Ops a lowered graph may contain: plain standard-domain ops every runtime has.

@@ -8,6 +8,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from gridsample_lower.lowering.emitter import Emitter
+from gridsample_lower.lowering.plan import Plan
 from gridsample_lower.lowering.sampling import Kernel, interpolate
 from gridsample_lower.lowering.spec import GridSampleSpec
 
@@ -19,5 +20,5 @@ def _weights(em: Emitter, x: ir.Value, x1: ir.Value, per_tap) -> ir.Value:
 LINEAR = Kernel(offsets=(0.0, 1.0), weights=_weights)
 
 
-def linear(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec) -> ir.Value:
-    return interpolate(em, x, grid, spec, LINEAR)
+def linear(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, plan: Plan) -> ir.Value:
+    return interpolate(em, x, grid, spec, plan, LINEAR)

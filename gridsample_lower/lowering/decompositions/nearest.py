@@ -11,11 +11,13 @@ import onnx_ir as ir
 
 from gridsample_lower.lowering.coords import source_coordinate, tap_indices
 from gridsample_lower.lowering.emitter import Emitter
-from gridsample_lower.lowering.sampling import gather_and_combine, grid_coordinates
+from gridsample_lower.lowering.gathers import gather_and_combine
+from gridsample_lower.lowering.plan import Plan
+from gridsample_lower.lowering.sampling import grid_coordinates
 from gridsample_lower.lowering.spec import GridSampleSpec, compute_dtype
 
 
-def nearest(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec) -> ir.Value:
+def nearest(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, plan: Plan) -> ir.Value:
     ct = compute_dtype(spec)
     indices, inside = [], None
     for axis, g in enumerate(grid_coordinates(em, grid, spec)):
@@ -24,4 +26,4 @@ def nearest(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec) -> i
         indices.append(index)
         if mask is not None:
             inside = mask if inside is None else em.logical_and(inside, mask)
-    return gather_and_combine(em, x, spec, indices, inside=inside)
+    return gather_and_combine(em, x, spec, plan, indices, inside=inside)

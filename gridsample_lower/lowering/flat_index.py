@@ -1,0 +1,153 @@
+"""Per-axis tap positions to one flat index per tap, in the integer types the plan chose.
+
+Each axis' positions (exact integers, still in float) are cast to integers and combined in
+integers: integer Mul/Add on per-axis values beat float arithmetic plus a cast of every tap, and
+stay exact where float32 would not (past 2**24). Where the plan says so (one index per point,
+exact in float) the axes are combined in float and cast once. A NaN coordinate reaches the cast
+(``coords.passes_nan``); whatever integer it becomes, integer Clip, Mul or Max/Min put it in
+range: onnxruntime's Where, the other way, costs as much as 15 Muls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import onnx_ir as ir
+
+from gridsample_lower.lowering.coords import passes_nan
+from gridsample_lower.lowering.emitter import Emitter
+from gridsample_lower.lowering.plan import Plan
+from gridsample_lower.lowering.spec import GridSampleSpec, compute_dtype
+
+__all__ = ["batch_offsets", "flat_index", "per_tap", "samples_size", "where_inside"]
+
+INT64 = ir.DataType.INT64
+
+
+def per_tap(values: Sequence[float], axis: int, rank: int) -> np.ndarray:
+    """``values`` shaped ``(1, 1.., T, ..1, 1..1)``: spatial ``axis``' taps on axis 1 + axis."""
+    return np.reshape(values, [1] * (1 + axis) + [len(values)] + [1] * (2 * rank - 1 - axis))
+
+
+def flat_index(
+    em: Emitter,
+    spec: GridSampleSpec,
+    plan: Plan,
+    indices: Sequence[ir.Value],
+    inside: ir.Value | None,
+    offsets: Sequence[float] | None = None,
+) -> ir.Value:
+    """The within-sample flat index ``(N, T.., O..)`` of the per-axis (float, exact) indices.
+
+    Where ``inside`` is False it is S, the zero slot past the sample (GatherElements' zero
+    slot), else 0. With ``offsets`` (the plan's one index per point) the taps' positions
+    relative to each axis' index are added last, as one ``(1, T.., 1..)`` table of flat offsets.
+    """
+    r, ct, within = spec.rank, compute_dtype(spec), plan.sample_type
+    taps = (0.0,) if offsets is None else offsets
+    to_slot = plan.zero_slot and not plan.rows  # the rows send them past every sample, later
+    fill = em.x_size(range(2, 2 + r), within) if to_slot else None
+
+    def inside_as(dtype):  # 1 inside, else 0
+        return em.once(("inside as", dtype), lambda: em.Cast(inside, to=dtype))
+
+    if plan.flat_in_float:
+        flat = em.Cast(_strided_sum(em, indices, r, ct), to=within)
+        if inside is not None:
+            flat = where_inside(em, inside_as(within), flat, fill)
+        else:  # one index per point (static sizes): every tap of the table stays in the sample
+            strides = sum(em.stride(a) for a in range(r))
+            low = -min(taps) * strides
+            high = em.sample_size - 1 - max(taps) * strides
+            flat = em.clip(flat, em.const(low, within), em.const(high, within))
+    else:
+        positions = plan.position_type  # int32 where they surely fit: 3-5x faster than int64
+        indices = [em.Cast(index, to=positions) for index in indices]
+        if inside is not None:  # outside points' indices (NaN ones too) become 0
+            indices = [em.Mul(index, inside_as(positions)) for index in indices]
+        elif passes_nan(spec):
+            indices = [_in_axis(em, index, a, taps, positions) for a, index in enumerate(indices)]
+        if positions != within:
+            indices = [em.Cast(index, to=within) for index in indices]
+        flat = _strided_sum(em, indices, r, within)
+        if fill is not None:  # outside points' flat index is 0: one Add sends them to S
+            flat = em.Add(flat, _outside(em, inside_as(within), fill))
+    return flat if offsets is None else em.Add(flat, _tap_table(em, r, offsets, within))
+
+
+def _in_axis(em: Emitter, index: ir.Value, axis: int, taps, dtype) -> ir.Value:
+    """An axis' integer index clamped so that every tap ``index + taps`` lies in the axis.
+
+    An int32 bound is capped at 2**30, so that a large size cannot wrap it: int32 positions of
+    a large axis are bounded far below that (``plan._positions_fit_int32``).
+    """
+    low = em.const(-min(taps), dtype)
+
+    def last(size):  # the largest index whose taps all lie in the axis
+        return size - 1 - max(taps)
+
+    size = em.x_dim(2 + axis)
+    if dtype != ir.DataType.INT32:
+        high = em.axis_size(axis, dtype, last)
+    elif size is not None:
+        high = em.const(min(last(size), 2**30), dtype)
+    else:
+        high = em.Cast(em.Min(em.axis_size(axis, INT64, last), em.const(2**30, INT64)), to=dtype)
+    return em.clip(index, low, high)
+
+
+def where_inside(em, inside: ir.Value, flat: ir.Value, fill: ir.Value | None) -> ir.Value:
+    """``flat`` where ``inside`` (1, else 0) is 1, else ``fill`` (None: 0): arithmetic, not Where.
+
+    Outside points' ``flat`` may be any integer (a NaN cast): times 0, or below the Max with
+    ``fill`` (which is past every index) and then clamped to it.
+    """
+    if fill is None:
+        return em.Mul(flat, inside)
+    return em.Min(em.Max(flat, _outside(em, inside, fill)), fill)
+
+
+def _outside(em, inside, fill) -> ir.Value:
+    """``fill`` where ``inside`` is 0, else 0."""
+    return em.Sub(fill, em.Mul(inside, fill))
+
+
+def _tap_table(em: Emitter, rank: int, offsets, dtype: ir.DataType) -> ir.Value:
+    """``(1, T.., 1..)``: the flat offset of every tap combination, one constant when static."""
+    strides = [em.stride(axis) for axis in range(rank)]
+    shaped = [per_tap(offsets, a, rank) for a in range(rank)]
+    if all(isinstance(s, int) for s in strides):
+        return em.const(sum(o * s for o, s in zip(shaped, strides, strict=True)), dtype)
+    return _strided_sum(em, [em.const(o, dtype) for o in shaped], rank, dtype)
+
+
+def _strided_sum(em: Emitter, values: Sequence[ir.Value], rank: int, dtype: ir.DataType):
+    """``sum(values[a] * stride of X's spatial axis a)``: per-axis positions to flat ones."""
+    total = None
+    for axis, value in enumerate(values):
+        if axis < rank - 1:
+            value = em.Mul(value, em.x_size(range(3 + axis, 2 + rank), dtype))
+        total = value if total is None else em.Add(total, value)
+    return total
+
+
+def samples_size(em: Emitter, rank: int, dtype: ir.DataType) -> ir.Value:
+    """``N * S``, one constant when both are static: the zero row past every sample's rows."""
+    batch, spatial = em.x_dim(0), em.sample_size
+    if batch is not None and isinstance(spatial, int):
+        return em.const(batch * spatial, dtype)
+    return em.Mul(em.x_size(range(2, 2 + rank), dtype), em.x_size(range(0, 1), dtype))
+
+
+def batch_offsets(em: Emitter, rank: int, dtype: ir.DataType) -> ir.Value:
+    """``n * S`` shaped ``(N, 1, 1)``, to add to the ``(N, K, P)`` within-sample indices."""
+    batch, size = em.x_dim(0), em.sample_size
+    if batch is not None and isinstance(size, int):  # one constant, no Mul to fold
+        return em.const(np.arange(batch).reshape(batch, 1, 1) * size, dtype)
+    spatial = em.x_size(range(2, 2 + rank), dtype)
+    if batch is not None:
+        return em.Mul(em.const(np.arange(batch).reshape(batch, 1, 1), dtype), spatial)
+    n = em.Range(em.const(0, INT64), em.x_size(range(0, 1), INT64), em.const(1, INT64))
+    n = em.Unsqueeze(n, em.const([1, 2], INT64))
+    return em.Mul(n if dtype == INT64 else em.Cast(n, to=dtype), spatial)

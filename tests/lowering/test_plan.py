@@ -1,0 +1,270 @@
+"""The plan: every choice on either side of every threshold, and every form run on tiny shapes.
+
+The table needs no runtime: ``plan_of`` reads only the spec, the static shapes and the target.
+The forced plans run each gather and sum form, whatever the thresholds would pick, through the
+rule and onnxruntime, against the independent oracle.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import pytest
+from conftest import assert_close, make_grid, oracle, run_ort, spec_model
+from onnxscript import rewriter
+
+from gridsample_lower.lowering import plan as plan_module
+from gridsample_lower.lowering.plan import plan_of
+from gridsample_lower.lowering.rule import GridSampleLowering
+from gridsample_lower.lowering.spec import GridSampleSpec
+from gridsample_lower.lowering.targets import get_target
+
+INT16, INT32, INT64 = "INT16", "INT32", "INT64"
+LINEAR, CUBIC, NEAREST = (
+    GridSampleSpec(2, mode, "border", 0) for mode in ("linear", "cubic", "nearest")
+)
+NEAREST_ZEROS = GridSampleSpec(2, "nearest", "zeros", 0)
+LINEAR_ZEROS = GridSampleSpec(2, "linear", "zeros", 0)
+
+
+def _points(count: int) -> list[int]:
+    return [1, count, 1, 2]
+
+
+# (why, spec, X shape, grid shape, target, the plan's fields expected)
+TABLE = [
+    # ROWS_MIN_CHANNELS = 33: rows from there, while X is cache-sized and the points pay the copy
+    ("32 channels", LINEAR, [1, 32, 16, 16], _points(1024), "generic", {"gather": "elements"}),
+    ("33 channels", LINEAR, [1, 33, 16, 16], _points(1024), "generic", {"gather": "rows"}),
+    # ROWS_MAX_ELEMENTS = 2**18: the chain reads X at random, so X must stay cache-sized
+    ("X 2**18 values", LINEAR, [1, 64, 64, 64], _points(4096), "generic", {"gather": "rows"}),
+    ("X over 2**18", LINEAR, [1, 64, 64, 65], _points(4096), "generic", {"gather": "elements"}),
+    # two copies of X for the chain: 2 S <= taps x points
+    ("2S = 4P", LINEAR, [1, 40, 16, 16], _points(128), "generic", {"gather": "rows"}),
+    ("2S > 4P", LINEAR, [1, 40, 16, 16], _points(127), "generic", {"gather": "elements"}),
+    ("unknown sizes", LINEAR, [1, 40, "H", "W"], [1, "h", "w", 2], "generic", {"gather": "rows"}),
+    (
+        "unknown, 1 tap",
+        NEAREST,
+        [1, 40, "H", "W"],
+        [1, "h", "w", 2],
+        "generic",
+        {"gather": "elements"},
+    ),
+    ("no GatherElements", NEAREST, [1, 1, 4, 4], _points(1), "webnn", {"gather": "rows"}),
+    # SCALED_MIN_CHANNELS = 24 (onnxruntime, fewer than 8 taps)
+    ("23, scaled", LINEAR, [1, 23, 16, 16], _points(512), "onnxruntime", {"gather": "elements"}),
+    ("24, scaled", LINEAR, [1, 24, 16, 16], _points(512), "onnxruntime", {"sum": "scaled"}),
+    # SCALED_FULL_COPY_CHANNELS = 32: one copy's worth of points from there
+    ("31, S = 4P", LINEAR, [1, 31, 16, 16], _points(64), "onnxruntime", {"gather": "elements"}),
+    ("32, S = 4P", LINEAR, [1, 32, 16, 16], _points(64), "onnxruntime", {"sum": "scaled"}),
+    # SCALED_MAX_VALUES = 2**21 below 33 channels; past it GatherElements channel by channel
+    ("24 x 4 x 21845", LINEAR, [1, 24, 16, 16], _points(21845), "onnxruntime", {"sum": "scaled"}),
+    (
+        "24 x 4 x 21846",
+        LINEAR,
+        [1, 24, 16, 16],
+        _points(21846),
+        "onnxruntime",
+        {"sum": "by_channel"},
+    ),
+    # MATMUL_MIN_TAPS = 8, MATMUL_MIN_VALUES = 256: channels x taps
+    ("cubic 15 ch", CUBIC, [1, 15, 16, 16], _points(256), "onnxruntime", {"sum": "by_channel"}),
+    ("cubic 16 ch", CUBIC, [1, 16, 16, 16], _points(256), "onnxruntime", {"sum": "matmul"}),
+    ("generic: no MatMul", CUBIC, [1, 16, 16, 16], _points(256), "generic", {"sum": "reduce_sum"}),
+    # TAPS_MAX_VALUES = 2**25 in one Gather of every tap
+    ("64 x 16 x 32768", CUBIC, [1, 64, 16, 16], _points(32768), "onnxruntime", {"sum": "matmul"}),
+    ("64 x 16 x 32769", CUBIC, [1, 64, 16, 16], _points(32769), "onnxruntime", {"sum": "chain"}),
+    # BY_CHANNEL_MAX_CHANNELS = 16 with 8+ taps (X too large for rows)
+    ("cubic 16, big X", CUBIC, [1, 16, 64, 64], _points(1), "onnxruntime", {"sum": "by_channel"}),
+    ("cubic 17, big X", CUBIC, [1, 17, 64, 64], _points(1), "onnxruntime", {"sum": "reduce_sum"}),
+    ("1 channel", LINEAR, [1, 1, 16, 16], _points(16), "onnxruntime", {"sum": "by_channel"}),
+    # BY_CHANNEL_MIN_VALUES = 2**21 gathered values below 33 channels
+    ("8 x 4 x 65535", LINEAR, [1, 8, 16, 16], _points(65535), "onnxruntime", {"sum": "reduce_sum"}),
+    ("8 x 4 x 65536", LINEAR, [1, 8, 16, 16], _points(65536), "onnxruntime", {"sum": "by_channel"}),
+    # BY_CHANNEL_WIDE_CHANNELS = 4 where the indices are int64 (symbolic sizes)
+    ("4, int64", LINEAR, [1, 4, "H", "W"], _points(64), "onnxruntime", {"sum": "by_channel"}),
+    ("5, int64", LINEAR, [1, 5, "H", "W"], _points(64), "onnxruntime", {"sum": "reduce_sum"}),
+    ("4, int32", LINEAR, [1, 4, 8, 8], _points(64), "onnxruntime", {"sum": "reduce_sum"}),
+    # SLOT_MAX_RATIO = 4: X at most 4x the points
+    ("S = 4P", NEAREST_ZEROS, [1, 3, 16, 16], _points(64), "generic", {"zero_slot": True}),
+    ("S > 4P", NEAREST_ZEROS, [1, 3, 16, 16], _points(63), "generic", {"zero_slot": False}),
+    ("slot, unknown", NEAREST_ZEROS, [1, 3, "H", "W"], _points(1), "generic", {"zero_slot": True}),
+    ("slot, rows", NEAREST_ZEROS, [1, 3, 16, 16], _points(64), "webnn", {"zero_slot": False}),
+    ("no masks", NEAREST, [1, 3, 16, 16], _points(64), "generic", {"zero_slot": False}),
+    # the ring: as wide as the kernel for GatherElements, one for the rows, none without Pad
+    (
+        "ring, linear",
+        LINEAR_ZEROS,
+        [1, 3, 8, 8],
+        _points(64),
+        "generic",
+        {"ring": 2, "per_point": True},
+    ),
+    (
+        "ring, rows",
+        LINEAR_ZEROS,
+        [1, 40, 8, 8],
+        _points(64),
+        "generic",
+        {"ring": 1, "per_point": False},
+    ),
+    (
+        "ring, cubic",
+        GridSampleSpec(2, "cubic", "zeros", 0),
+        [1, 3, 8, 8],
+        _points(9),
+        "generic",
+        {"ring": 4},
+    ),
+    ("no ring, border", LINEAR, [1, 3, 8, 8], _points(64), "generic", {"ring": 0}),
+    # TILE = 128, ALIASED_BYTES = 2048, TILED_MAX_VALUES = 2**20: each channel's pixels a multiple of 2 kB
+    ("512 float32 pixels", LINEAR, [1, 40, 16, 32], _points(256), "generic", {"tiled": True}),
+    ("528 pixels", LINEAR, [1, 40, 16, 33], _points(264), "generic", {"tiled": False}),
+    ("2**20 values", LINEAR, [1, 2048, 16, 32], _points(1), "webnn", {"tiled": True}),
+    ("over 2**20", LINEAR, [1, 2049, 16, 32], _points(1), "webnn", {"tiled": False}),
+    # index types: int32 below 2**31; the rows' batch offsets count every sample
+    (
+        "static",
+        LINEAR,
+        [2, 3, 8, 8],
+        _points(4),
+        "generic",
+        {"sample_type": INT32, "index_type": INT32},
+    ),
+    ("symbolic", LINEAR, [2, 3, "H", 8], _points(4), "generic", {"sample_type": INT64}),
+    (
+        "N*S over 2**31",
+        LINEAR,
+        [3, 40, 32768, 32768],
+        [3, "h", "w", 2],
+        "generic",
+        {"gather": "rows", "sample_type": INT32, "index_type": INT64},
+    ),
+    ("int32 target", LINEAR, [2, 3, "H", 8], _points(4), "int32", {"sample_type": INT32}),
+    # one index per point combined in float while exact: 2**24 in float32
+    (
+        "2**24 float32",
+        NEAREST_ZEROS,
+        [1, 1, 4096, 4096],
+        _points(1),
+        "generic",
+        {"flat_in_float": True},
+    ),
+    (
+        "over 2**24",
+        NEAREST_ZEROS,
+        [1, 1, 4096, 4097],
+        _points(1),
+        "generic",
+        {"flat_in_float": False},
+    ),
+    # positions in int32 where they surely fit: static sizes, or float32 coordinates bounded
+    ("bounded float32", LINEAR, [1, 3, "H", "W"], _points(4), "generic", {"position_type": INT32}),
+    (
+        "nearest zeros, symbolic",
+        NEAREST_ZEROS,
+        [1, 3, "H", "W"],
+        _points(4),
+        "generic",
+        {"position_type": INT64},
+    ),
+    # refusals: the largest index of the chosen gather
+    (
+        "webnn too large",
+        NEAREST,
+        [2, 1, 46341, 46341],
+        _points(1),
+        "webnn",
+        {"refusal": "indices reach 4294976562: too many for int32"},
+    ),
+    ("empty X", LINEAR, [0, 3, 8, 8], [0, 1, 1, 2], "generic", {"empty": True}),
+]
+
+
+@pytest.mark.parametrize(
+    ("why", "spec", "x_shape", "grid_shape", "target", "expected"), TABLE, ids=[t[0] for t in TABLE]
+)
+def test_the_plan_around_every_threshold(why, spec, x_shape, grid_shape, target, expected):
+    plan = plan_of(spec, x_shape, grid_shape, get_target(target))
+    got = {key: getattr(plan, key) for key in expected}
+    got = {key: value.name if hasattr(value, "name") else value for key, value in got.items()}
+    assert got == expected, plan.describe()
+
+
+def test_every_threshold_has_rows_in_the_table():
+    """A threshold added to the plan needs rows on either side of it here."""
+    source = pathlib.Path(__file__).read_text()
+    for name, value in vars(plan_module).items():
+        if name.isupper() and type(value) is int and name != "INT32_LIMIT":
+            assert f"# {name} = " in source or f", {name} = " in source, name
+
+
+def _forced(force: dict):
+    def planner(spec, node, target):
+        shapes = [value.shape for value in node.inputs[:2]]
+        return plan_of(spec, *shapes, target, force=force)
+
+    return planner
+
+
+FORMS = [
+    {"gather": "elements", "sum": "reduce_sum"},
+    {"gather": "elements", "sum": "by_channel"},
+    {"gather": "rows", "sum": "chain"},
+    {"gather": "rows", "sum": "scaled"},
+    {"gather": "rows", "sum": "matmul"},
+    {"gather": "rows", "sum": "chain", "tiled": True},
+]
+NEAREST_FORMS = [
+    {"gather": gather, "zero_slot": slot}
+    for gather in ("elements", "rows")
+    for slot in (False, True)
+]
+
+
+def _specs():
+    specs = [
+        GridSampleSpec(2, m, p, a)
+        for m in ("linear", "cubic", "nearest")
+        for p in ("zeros", "border", "reflection")
+        for a in (0, 1)
+    ]
+    return specs + [
+        GridSampleSpec(1, "linear", "zeros", 1),
+        GridSampleSpec(3, "linear", "zeros", 0),
+        GridSampleSpec(3, "cubic", "reflection", 1),
+    ]
+
+
+CASES = [
+    (spec, form)
+    for spec in _specs()
+    for form in (NEAREST_FORMS if spec.mode == "nearest" else FORMS)
+    if not (form.get("sum") == "scaled" and plan_module.TAPS_PER_AXIS[spec.mode] ** spec.rank >= 8)
+]
+
+
+@pytest.mark.parametrize(
+    ("spec", "form"),
+    CASES,
+    ids=[f"{s.label}-{'-'.join(map(str, f.values()))}".replace(" ", "") for s, f in CASES],
+)
+@pytest.mark.parametrize("target", ["generic", "onnxruntime"])
+def test_every_forced_form_matches_the_oracle(spec, form, target, rng):
+    """Each gather and sum form, forced on tiny shapes, samples what the oracle samples.
+
+    The rows' X makes 128 pixels once padded by their ring, so the tiled copy can run.
+    """
+    padded = {1: [128], 2: [8, 16], 3: [4, 4, 8]}[spec.rank]
+    if form["gather"] == "rows":  # a ring of one zero, or none
+        plan = plan_of(spec, None, None, get_target(target), force={"gather": "rows"})
+        padded = [size - 2 * plan.ring for size in padded]
+    x = rng.standard_normal((2, 3, *padded)).astype(np.float32)
+    grid = make_grid(rng, (2, *[3, 4, 2][: spec.rank], spec.rank), far=True)
+    model = spec_model(spec, x, grid)
+    rule = GridSampleLowering.rule(target=target, planner=_forced(form))
+    lowered = rewriter.rewrite(model, [rule])
+    assert all(node.op_type != "GridSample" for node in lowered.graph.node)
+    assert_close(run_ort(lowered, {"X": x, "grid": grid}), oracle(spec, x, grid), spec.mode)
