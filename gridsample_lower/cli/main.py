@@ -121,6 +121,8 @@ def inspect(model_path, as_json, **choices) -> None:
         for site in sites:
             row = site.describe()
             row["would"] = _would(site, selection)
+            if as_json and site.spec is not None:  # (the table stays narrow)
+                row["plan"] = node_plan(site.spec, site.node, selection.target).describe()
             rows.append(row)
     if as_json:
         for row in rows:

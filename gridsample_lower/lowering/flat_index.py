@@ -80,7 +80,7 @@ def _in_axis(em: Emitter, index: ir.Value, axis: int, taps, dtype) -> ir.Value:
     """An axis' integer index clamped so that every tap ``index + taps`` lies in the axis.
 
     An int32 bound is capped at 2**30, so that a large size cannot wrap it: int32 positions of
-    a large axis are bounded far below that (``plan._positions_fit_int32``).
+    a large axis are bounded far below that (``costs.positions_fit_int32``).
     """
     low = em.const(-min(taps), dtype)
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import onnx_ir as ir
 
+from gridsample_lower.lowering.costs import TILE
 from gridsample_lower.lowering.emitter import Emitter
 from gridsample_lower.lowering.flat_index import (
     batch_offsets,
@@ -21,7 +22,7 @@ from gridsample_lower.lowering.flat_index import (
     samples_size,
     where_inside,
 )
-from gridsample_lower.lowering.plan import TILE, Plan
+from gridsample_lower.lowering.plan import Plan
 from gridsample_lower.lowering.spec import GridSampleSpec, compute_dtype
 
 __all__ = ["gather_and_combine"]

@@ -20,7 +20,7 @@ from conftest import make_grid, run_ort
 from gridsample_lower import lower
 from gridsample_lower.check.reference import grid_sample
 from gridsample_lower.check.tolerances import tolerance
-from gridsample_lower.lowering.plan import ROWS_MIN_CHANNELS
+from gridsample_lower.lowering.costs import ROWS_MIN_CHANNELS
 from gridsample_lower.models import gridsample_model
 
 CASES = [

@@ -23,10 +23,11 @@ from onnxscript import rewriter
 from gridsample_lower import GridSampleSpec, UnsupportedGridSample, lower, lower_with_report
 from gridsample_lower.check.reference import grid_sample
 from gridsample_lower.cli.main import main
+from gridsample_lower.lowering.costs import ROWS_MIN_CHANNELS
 from gridsample_lower.lowering.decompositions.cubic import CUBIC
 from gridsample_lower.lowering.decompositions.linear import LINEAR
 from gridsample_lower.lowering.index_range import ring_width
-from gridsample_lower.lowering.plan import ROWS_MIN_CHANNELS, plan_of
+from gridsample_lower.lowering.plan import plan_of
 from gridsample_lower.lowering.rule import gridsample_rule
 from gridsample_lower.lowering.targets import get_target
 

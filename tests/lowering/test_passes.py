@@ -24,7 +24,7 @@ from gridsample_lower import (
     lower,
     lower_with_report,
 )
-from gridsample_lower.lowering.plan import ROWS_MIN_CHANNELS
+from gridsample_lower.lowering.costs import ROWS_MIN_CHANNELS
 from gridsample_lower.lowering.registry import supported_specs
 from gridsample_lower.lowering.targets import TARGETS
 

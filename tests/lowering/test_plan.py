@@ -7,14 +7,16 @@ rule and onnxruntime, against the independent oracle.
 
 from __future__ import annotations
 
+import collections
 import pathlib
 
 import numpy as np
+import onnx_ir as ir
 import pytest
 from conftest import assert_close, make_grid, oracle, run_ort, spec_model
 from onnxscript import rewriter
 
-from gridsample_lower.lowering import plan as plan_module
+from gridsample_lower.lowering import costs
 from gridsample_lower.lowering.plan import plan_of
 from gridsample_lower.lowering.rule import GridSampleLowering
 from gridsample_lower.lowering.spec import GridSampleSpec
@@ -196,9 +198,34 @@ def test_the_plan_around_every_threshold(why, spec, x_shape, grid_shape, target,
 def test_every_threshold_has_rows_in_the_table():
     """A threshold added to the plan needs rows on either side of it here."""
     source = pathlib.Path(__file__).read_text()
-    for name, value in vars(plan_module).items():
+    for name, value in vars(costs).items():
         if name.isupper() and type(value) is int and name != "INT32_LIMIT":
             assert f"# {name} = " in source or f", {name} = " in source, name
+
+
+def _text(value) -> str:
+    return value.name if isinstance(value, ir.DataType) else str(value)
+
+
+def test_readme_strategies_are_the_plans():
+    """README shows ``costs.strategy_table()``, and every form it names is one the plan takes
+    in the table above; every gather, sum and ring the plan takes there is named."""
+    readme = (pathlib.Path(__file__).parents[2] / "README.md").read_text()
+    assert costs.strategy_table() in readme, (
+        "run: python -c 'from gridsample_lower.lowering.costs import strategy_table; print(strategy_table())'"
+    )
+    taken = collections.defaultdict(set)
+    for _, spec, x_shape, grid_shape, target, _ in TABLE:
+        plan = plan_of(spec, x_shape, grid_shape, get_target(target))
+        for strategy in costs.STRATEGIES:
+            taken[strategy.choice].add(_text(getattr(plan, strategy.choice)))
+    named = collections.defaultdict(set)
+    for strategy in costs.STRATEGIES:
+        named[strategy.choice].update(strategy.form.split(" or "))
+    for choice, forms in named.items():
+        assert forms <= taken[choice], (choice, forms - taken[choice])
+    for choice in ("gather", "sum", "ring"):
+        assert taken[choice] <= named[choice], (choice, taken[choice] - named[choice])
 
 
 def _forced(force: dict):
@@ -242,7 +269,7 @@ CASES = [
     (spec, form)
     for spec in _specs()
     for form in (NEAREST_FORMS if spec.mode == "nearest" else FORMS)
-    if not (form.get("sum") == "scaled" and plan_module.TAPS_PER_AXIS[spec.mode] ** spec.rank >= 8)
+    if not (form.get("sum") == "scaled" and {"linear": 2, "cubic": 4}[spec.mode] ** spec.rank >= 8)
 ]
 
 

@@ -33,7 +33,7 @@ from onnx import TensorProto, helper
 
 from gridsample_lower import LowerGridSamplePass, UnsupportedGridSample, lower, lower_with_report
 from gridsample_lower.check.reference import grid_sample
-from gridsample_lower.lowering.plan import ROWS_MIN_CHANNELS
+from gridsample_lower.lowering.costs import ROWS_MIN_CHANNELS
 
 ROOT = pathlib.Path(__file__).parents[2]
 

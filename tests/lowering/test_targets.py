@@ -10,7 +10,7 @@ from onnxscript import rewriter
 
 from gridsample_lower import lower, supported_specs
 from gridsample_lower.check.reference import grid_sample
-from gridsample_lower.lowering.plan import ROWS_MIN_CHANNELS
+from gridsample_lower.lowering.costs import ROWS_MIN_CHANNELS
 from gridsample_lower.lowering.rule import gridsample_rule
 from gridsample_lower.lowering.targets import TARGETS, Target, get_target
 

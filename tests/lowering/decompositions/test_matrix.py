@@ -20,7 +20,7 @@ from conftest import (
 
 from gridsample_lower import lower, supported_specs
 from gridsample_lower.check.reference import grid_sample
-from gridsample_lower.lowering.plan import (
+from gridsample_lower.lowering.costs import (
     ROWS_MIN_CHANNELS,
     SCALED_MAX_VALUES,
     SCALED_MIN_CHANNELS,

@@ -1,0 +1,325 @@
+"""What each form of the lowered graph costs: the thresholds measured, and who pays them.
+
+The numbers are ``bench/run.py``'s, timed against onnxruntime's own kernel on this machine's
+kind of CPU (2 cores, 1 thread). ``plan.plan_of`` asks these predicates; ``STRATEGIES`` says in
+words when each form is taken, and README's table of strategies is generated from it
+(``tests/lowering/test_plan.py`` checks both against the plan).
+Unknown sizes count as one point per pixel, a symbolic batch as one sample.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import onnx_ir as ir
+
+from gridsample_lower.lowering.coords import bounds_coordinate
+from gridsample_lower.lowering.spec import GridSampleSpec, compute_dtype
+from gridsample_lower.lowering.targets import Target
+
+__all__ = ["STRATEGIES", "Sizes", "Strategy", "strategy_table"]
+
+ROWS_MIN_CHANNELS = 33  # from here on, gathering channels-last rows beats GatherElements...
+ROWS_MAX_ELEMENTS = 2**18  # ...while X stays cache-sized (1 MB of float32)
+SCALED_MIN_CHANNELS = 24  # rows scaled all at once win from here...
+SCALED_FULL_COPY_CHANNELS = 32  # ...from here even where X has as many values as the taps...
+SCALED_MAX_VALUES = 2**21  # ...below ROWS_MIN_CHANNELS while they gather at most this many
+TILE = 128  # pixels per tile of the channels-last copy, where a plain Transpose thrashes...
+ALIASED_BYTES = 2048  # ...as it does where a channel's pixels take a multiple of this...
+TILED_MAX_VALUES = 2**20  # ...up to this many values per sample
+MATMUL_MIN_TAPS = 8  # with this many taps (3-D linear, cubic), rows are summed by one MatMul...
+MATMUL_MIN_VALUES = 256  # ...once channels x taps reach this
+TAPS_MAX_VALUES = 2**25  # one Gather of every tap (scaled, MatMul) holds at most this many values
+BY_CHANNEL_MAX_CHANNELS = 16  # up to this many channels with 8+ taps are gathered one by one...
+BY_CHANNEL_MIN_VALUES = 2**21  # ...and any of GatherElements' few once it gathers this many...
+BY_CHANNEL_WIDE_CHANNELS = 4  # ...and up to this many whose indices are int64
+SLOT_MAX_RATIO = 4  # a zero slot appended to X pays while X is at most this many times the points
+
+# Types onnxruntime's Where takes: gathered values can be masked; for the others (int8, int16,
+# uint16, uint32, uint64, bool, bfloat16) a zero is appended to X. (int8 and uint32 only from
+# onnxruntime 1.31 on.)
+WHERE_TYPES = frozenset(
+    {
+        ir.DataType.FLOAT,
+        ir.DataType.DOUBLE,
+        ir.DataType.FLOAT16,
+        ir.DataType.UINT8,
+        ir.DataType.INT32,
+        ir.DataType.INT64,
+        ir.DataType.STRING,
+    }
+)
+# Types onnxruntime's Pad takes: a zero slot appended by Pad needs no zeros tensor built first.
+# (float16 runs there only between two Casts that onnxruntime inserts: three copies of X.)
+PAD_TYPES = frozenset(
+    {
+        ir.DataType.FLOAT,
+        ir.DataType.DOUBLE,
+        ir.DataType.INT8,
+        ir.DataType.UINT8,
+        ir.DataType.INT32,
+        ir.DataType.UINT32,
+        ir.DataType.INT64,
+        ir.DataType.UINT64,
+        ir.DataType.BOOL,
+    }
+)
+
+Dims = tuple[int | None, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Sizes:
+    """The static sizes a choice reads: X's dims (None where symbolic) and the points."""
+
+    dims: Dims
+    points: int | None  # the grid's output points per sample
+
+    @classmethod
+    def of(cls, rank: int, x_shape, grid_shape) -> Sizes:
+        x, grid = _static(x_shape, 2 + rank), _static(grid_shape, 2 + rank)
+        points = grid[1 : 1 + rank]
+        return cls(x, math.prod(points) if None not in points else None)
+
+    @property
+    def batch(self) -> int | None:
+        return self.dims[0]
+
+    @property
+    def channels(self) -> int | None:
+        return self.dims[1]
+
+    @property
+    def spatial(self) -> int | None:
+        """S, the values of one channel of one sample."""
+        return math.prod(self.dims[2:]) if None not in self.dims[2:] else None
+
+    def gathered_values(self, taps: int) -> int:
+        """N x C x taps x points: the values the taps gather (0 where unknown, N=1 if symbolic)."""
+        if self.channels is None or self.points is None:
+            return 0
+        return (self.batch or 1) * self.channels * taps * self.points
+
+    def padded(self, ring: int) -> Sizes:
+        spatial = [d + 2 * ring if d is not None else None for d in self.dims[2:]]
+        return dataclasses.replace(self, dims=(*self.dims[:2], *spatial))
+
+
+def _static(shape, length: int) -> Dims:
+    """Static dims (None where symbolic); all None where the shape or its rank is unknown."""
+    if shape is None or len(shape) != length:
+        return (None,) * length
+    return tuple(d if isinstance(d, int) else None for d in shape)
+
+
+def rows_pay(sizes: Sizes, taps: int, target: Target) -> bool:
+    """Whether gathering channels-last rows beats GatherElements (bench/run.py measures both).
+
+    Rows need a channels-last copy of X, so the points must gather at least about as many
+    values as the copy moves. Summed tap by tap they read X at random, which pays only while X
+    fits in cache; gathered at once (``_matmul_pays``, ``_scaled_pays``) at any size of X.
+    Unknown sizes: rows wherever there is more than one tap.
+    """
+    channels = sizes.channels
+    matmul, scaled = matmul_pays(sizes, taps, target), scaled_pays(sizes, taps, target)
+    fewest = SCALED_MIN_CHANNELS if scaled else ROWS_MIN_CHANNELS
+    if channels is None or not (matmul or channels >= fewest):
+        return False
+    spatial, points = sizes.spatial, sizes.points
+    if spatial is None or points is None:
+        return taps >= 2
+    cached = (sizes.batch or 1) * channels * spatial <= ROWS_MAX_ELEMENTS
+    copies = 1 if scaled and channels >= SCALED_FULL_COPY_CHANNELS else 2
+    return (matmul or scaled or cached) and copies * spatial <= taps * points
+
+
+def matmul_pays(sizes: Sizes, taps: int, target: Target) -> bool:
+    """Whether rows are summed by one batched MatMul of every tap: 8+ taps, 256+ values a point.
+
+    2-D cubic, 64 channels: 2.8 vs 3.9 ms for the per-tap chain; 3-D linear: 10%; side by side
+    with the native kernel, 3-D linear 160 channels at 16**3: 4.9 vs 9.1 ms, 2-D cubic 512
+    channels at 64x64: 28 vs 50. Past ``TAPS_MAX_VALUES`` the chain's K times smaller
+    intermediates keep the memory in bounds. Only where the target allows MatMul: most
+    runtimes run it in reduced precision by default (``targets.py``).
+    """
+    channels = sizes.channels
+    if taps < MATMUL_MIN_TAPS or channels is None or not target.allows("MatMul"):
+        return False
+    fits = sizes.gathered_values(taps) <= TAPS_MAX_VALUES
+    return channels * taps >= MATMUL_MIN_VALUES and fits
+
+
+def scaled_pays(sizes: Sizes, taps: int, target: Target) -> bool:
+    """Whether rows (fewer than 8 taps) are scaled by one BatchNormalization, summed by a MatMul.
+
+    64 channels x 4096 points, 4 taps: 0.80 vs 1.0 ms for the per-tap chain, whose broadcast
+    Mul of ``(P, C)`` by ``(P, 1)`` pays for every short row; 192 channels at 48x48: 1.15 vs
+    2.03 ms. Below ROWS_MIN_CHANNELS, past SCALED_MAX_VALUES gathered values, GatherElements
+    channel by channel wins instead (8x32x64x64: 4.9 vs 6.0 ms). Only where the target allows
+    both ops: BatchNormalization's parameters must be constants on TensorRT and most NPUs.
+    """
+    channels = sizes.channels
+    if not (1 < taps < MATMUL_MIN_TAPS and channels is not None):
+        return False
+    if not (target.allows("BatchNormalization") and target.allows("MatMul")):
+        return False
+    gathered = sizes.gathered_values(taps)
+    few = channels < ROWS_MIN_CHANNELS and gathered > SCALED_MAX_VALUES
+    return not few and gathered <= TAPS_MAX_VALUES
+
+
+def by_channel_pays(sizes: Sizes, taps: int, target: Target, wide: bool) -> bool:
+    """Whether GatherElements reads X channel by channel, each channel's taps summed by a MatMul.
+
+    Measured (bench/run.py): one channel; 8+ taps and up to 16 channels (cubic 3x224x224:
+    2.4 -> 1.5 ms of gathers; 3-D linear 16 channels: 0.32 -> 0.26 of native); fewer taps once
+    the gather moves 2**21 values (linear 8x32x64x64: 2.2 -> 1.9); up to 4 channels whose
+    indices are int64 (``wide``: symbolic sizes), which cost twice as much to expand over the
+    channels (symbolic 1x3x224x224 linear 1.17-1.25 -> 0.98-1.07 of native). Smaller gathers
+    spend more on the extra nodes than they save (1x3x32x32: 56 -> 61 us). Only where the
+    target allows MatMul.
+    """
+    channels = sizes.channels
+    if channels is None or not target.allows("MatMul"):
+        return False
+    if channels == 1 or (taps >= MATMUL_MIN_TAPS and channels <= BY_CHANNEL_MAX_CHANNELS):
+        return True
+    if wide and channels <= BY_CHANNEL_WIDE_CHANNELS:
+        return True
+    return channels < ROWS_MIN_CHANNELS and sizes.gathered_values(taps) >= BY_CHANNEL_MIN_VALUES
+
+
+def positions_fit_int32(spec: GridSampleSpec, sizes: Sizes) -> bool:
+    """Whether every axis' tap positions fit int32 (before any are combined into a flat index).
+
+    They lie in [0, L-1], so they do where every spatial size is static and below 2**31; and in
+    float32 whatever the sizes where ``source_coordinate`` bounds the coordinates by 2**23.
+    """
+    if all(size is not None and size < 2**31 for size in sizes.dims[2:]):
+        return True
+    return compute_dtype(spec) == ir.DataType.FLOAT and bounds_coordinate(spec)
+
+
+def tiled_pays(spec: GridSampleSpec, sizes: Sizes) -> bool:
+    """Whether the channels-last copy is made in tiles, where one Transpose would thrash.
+
+    onnxruntime transposes a ``(C, S)`` plane at about a copy's speed, unless each channel's
+    row of S values is a multiple of 2 kB: the reads then fall into the same cache sets (64
+    channels x 4096 pixels: 195 us, 82 in tiles of ``(C, 128)``, which two Transposes copy
+    twice; 64 x 4160: 46 vs 85). Past 2**20 values per sample the tiles lose again (256 x
+    6144: 1.2 vs 1.4 ms).
+    """
+    spatial, channels = sizes.spatial, sizes.channels
+    if spec.x_dtype == ir.DataType.STRING or spatial is None or not channels:
+        return False
+    aliased = spatial * spec.x_dtype.itemsize % ALIASED_BYTES == 0
+    return aliased and channels * spatial <= TILED_MAX_VALUES
+
+
+@dataclasses.dataclass(frozen=True)
+class Strategy:
+    """One form a choice of the plan can take (a ``Plan`` field and its value), and when."""
+
+    choice: str
+    form: str
+    when: str
+
+
+def _n(value: int) -> str:
+    """2**k for powers of two past 1024, else the number."""
+    return (
+        f"2**{value.bit_length() - 1}" if value > 1024 and value & (value - 1) == 0 else str(value)
+    )
+
+
+STRATEGIES = [
+    Strategy(
+        "gather",
+        "elements",
+        "GatherElements on X viewed as (N*C, S), one value per tap: few channels (below "
+        f"{ROWS_MIN_CHANNELS}; below {SCALED_MIN_CHANNELS} where the rows would be scaled), too "
+        "few points to pay a channels-last copy (2 S > taps x P; S > taps x P once scaled rows "
+        f"have {SCALED_FULL_COPY_CHANNELS} channels), or an X over {_n(ROWS_MAX_ELEMENTS)} values "
+        "for the per-tap chain; and wherever the rows' indices would pass int32",
+    ),
+    Strategy(
+        "gather",
+        "rows",
+        "Gather of C-vectors from a channels-last copy (N*S, C): otherwise, and always where "
+        "the target has no GatherElements; with unknown sizes, any mode but nearest",
+    ),
+    Strategy("sum", "reduce_sum", "GatherElements: one Mul and one ReduceSum over the taps"),
+    Strategy(
+        "sum",
+        "by_channel",
+        "GatherElements where the target allows MatMul: each channel gathered alone, its taps "
+        f"summed by a MatMul with ones; 1 channel, {MATMUL_MIN_TAPS}+ taps and up to "
+        f"{BY_CHANNEL_MAX_CHANNELS} channels, int64 indices and up to {BY_CHANNEL_WIDE_CHANNELS}, "
+        f"or below {ROWS_MIN_CHANNELS} once the gather moves {_n(BY_CHANNEL_MIN_VALUES)} values",
+    ),
+    Strategy("sum", "chain", "rows: one Gather per tap, weighted and summed by a chain of Adds"),
+    Strategy(
+        "sum",
+        "scaled",
+        f"rows, 2-{MATMUL_MIN_TAPS - 1} taps, where the target allows BatchNormalization and "
+        "MatMul: every tap in one Gather, each row scaled by one BatchNormalization, summed by "
+        f"a MatMul with ones; up to {_n(TAPS_MAX_VALUES)} values gathered ({_n(SCALED_MAX_VALUES)} "
+        f"below {ROWS_MIN_CHANNELS} channels)",
+    ),
+    Strategy(
+        "sum",
+        "matmul",
+        f"rows, {MATMUL_MIN_TAPS}+ taps, where the target allows MatMul: every tap in one Gather, "
+        f"summed by one batched MatMul; channels x taps from {MATMUL_MIN_VALUES}, up to "
+        f"{_n(TAPS_MAX_VALUES)} values gathered",
+    ),
+    Strategy("sum", "none", "nearest: one tap, moved in X's own type"),
+    Strategy(
+        "ring",
+        "2 or 4",
+        "zeros padding of linear (2) or cubic (4) on float X with GatherElements: only each "
+        "point's first tap is clamped, the others follow at constant flat offsets",
+    ),
+    Strategy("ring", "1", "the same with rows: every tap clamped onto a ring of one zero"),
+    Strategy(
+        "ring", "0", "other paddings, nearest; integer and bfloat16 X mask the weights instead"
+    ),
+    Strategy(
+        "zero_slot",
+        "True",
+        "nearest, zeros padding, GatherElements: masked points read a zero appended to X while "
+        f"S <= {SLOT_MAX_RATIO} x P or either is unknown (else a Where masks the values); and "
+        "always for types onnxruntime's Where lacks",
+    ),
+    Strategy(
+        "tiled",
+        "True",
+        f"rows: the channels-last copy in tiles of {TILE} pixels where each channel's pixels "
+        f"take a multiple of {ALIASED_BYTES} bytes, up to {_n(TILED_MAX_VALUES)} values a sample",
+    ),
+    Strategy(
+        "index_type",
+        "INT32",
+        "static sizes below 2**31 (the rows: N x S), or the target's int32; else int64",
+    ),
+    Strategy(
+        "flat_in_float",
+        "True",
+        "one index per point (nearest with zeros, a wide ring): the axes combined in float and "
+        "cast once, while S <= 2**24 (float32) or 2**53 (float64)",
+    ),
+    Strategy(
+        "position_type",
+        "INT32",
+        "static sizes below 2**31, or float32 coordinates bounded by 2**23 (border, zeros but "
+        "nearest's)",
+    ),
+]
+
+
+def strategy_table() -> str:
+    """README's table of strategies, from ``STRATEGIES``."""
+    lines = ["| plan field | form | when |", "|---|---|---|"]
+    lines += [f"| {s.choice} | {s.form} | {s.when} |" for s in STRATEGIES]
+    return "\n".join(lines)
