@@ -27,8 +27,8 @@ import onnxruntime as ort
 
 from gridsample_lower import lower
 from gridsample_lower.check.tolerances import tolerance
-from gridsample_lower.lowering.spec import ALIGN_CORNERS, MODES, PADDING_MODES
 from gridsample_lower.models import gridsample_model
+from gridsample_lower.spec import ALIGN_CORNERS, MODES, PADDING_MODES
 
 SHAPES_2D = [  # (N, C, H, W), output (H_out, W_out)
     ((1, 3, 224, 224), (224, 224)),

@@ -10,18 +10,20 @@ from gridsample_lower.check import (
 )
 from gridsample_lower.files import model_io
 from gridsample_lower.lowering.api import lower, lower_with_report
+from gridsample_lower.lowering.options import LoweringOptions
 from gridsample_lower.lowering.passes import LowerGridSamplePass, LoweringResult
 from gridsample_lower.lowering.registry import supported_specs
 from gridsample_lower.lowering.rule import GridSampleLowering, gridsample_rule
-from gridsample_lower.lowering.spec import GridSampleSpec, UnsupportedGridSample
 from gridsample_lower.lowering.targets import TARGETS, Target
 from gridsample_lower.opset import OpsetConversionError, downgrade, upgrade
+from gridsample_lower.spec import GridSampleSpec, UnsupportedGridSample
 
 __all__ = [
     "TARGETS",
     "GridSampleLowering",
     "GridSampleSpec",
     "LowerGridSamplePass",
+    "LoweringOptions",
     "LoweringResult",
     "NodeCheck",
     "OpsetConversionError",

@@ -9,9 +9,9 @@ import onnx
 import onnx_ir as ir
 from onnx import helper
 
-__all__ = ["gridsample_model"]
+from gridsample_lower.spec import OPSET16_SPELLING
 
-_OPSET16_SPELLING = {"linear": "bilinear", "cubic": "bicubic", "nearest": "nearest"}
+__all__ = ["gridsample_model"]
 
 
 def gridsample_model(
@@ -34,7 +34,7 @@ def gridsample_model(
         ["X", "grid"],
         ["Y"],
         name=name,
-        mode=_OPSET16_SPELLING[mode] if opset < 20 else mode,
+        mode=OPSET16_SPELLING[mode] if opset < 20 else mode,
         padding_mode=padding_mode,
         align_corners=align_corners,
     )

@@ -21,9 +21,9 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper
 
-from gridsample_lower.lowering.spec import GridSampleSpec
+from gridsample_lower.graphs import graphs
 from gridsample_lower.models import gridsample_model
-from gridsample_lower.protos import graphs
+from gridsample_lower.spec import GridSampleSpec
 
 __all__ = ["onnxruntime_runner", "onnxruntime_runs"]
 

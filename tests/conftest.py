@@ -21,9 +21,9 @@ from onnxruntime.capi.onnxruntime_pybind11_state import Fail, RuntimeException
 
 from gridsample_lower.check import reference
 from gridsample_lower.check.tolerances import tolerance
-from gridsample_lower.lowering.spec import GridSampleSpec
 from gridsample_lower.models import gridsample_model
 from gridsample_lower.runtime import onnxruntime_runner
+from gridsample_lower.spec import GridSampleSpec
 
 # How onnxruntime refuses a GridSample its kernel lacks, when run (RuntimeException before 1.27).
 ORT_REFUSAL = (Fail, RuntimeException)

@@ -33,8 +33,8 @@ from hypothesis.extra import numpy as hnp
 
 from gridsample_lower import lower
 from gridsample_lower.check.reference import grid_sample
-from gridsample_lower.lowering.spec import MODES, PADDING_MODES
 from gridsample_lower.runtime import onnxruntime_runner
+from gridsample_lower.spec import MODES, PADDING_MODES
 
 _COMMON = {
     "deadline": None,

@@ -10,6 +10,7 @@ def test_public_names():
             "GridSampleLowering",
             "GridSampleSpec",
             "LowerGridSamplePass",
+            "LoweringOptions",
             "LoweringResult",
             "NodeCheck",
             "OpsetConversionError",

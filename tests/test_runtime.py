@@ -11,9 +11,9 @@ import onnxruntime as ort
 import pytest
 from conftest import make_grid
 
-from gridsample_lower.lowering.spec import MODES, GridSampleSpec
 from gridsample_lower.models import gridsample_model
 from gridsample_lower.runtime import onnxruntime_runner, onnxruntime_runs
+from gridsample_lower.spec import MODES, GridSampleSpec
 
 D = ir.DataType
 # onnxruntime's CPU GridSample, as its kernel registers it: float and double X with a grid of the

@@ -17,8 +17,8 @@ import onnx
 
 from gridsample_lower.check.given import VerificationSetupError
 from gridsample_lower.check.tolerances import tolerance
+from gridsample_lower.graphs import graphs
 from gridsample_lower.lowering.inventory import Site
-from gridsample_lower.protos import graphs
 
 __all__ = ["Bounds", "Tolerance", "op_types", "whole_model_mode"]
 

@@ -14,6 +14,8 @@ import ml_dtypes
 import numpy as np
 import onnx_ir as ir
 
+from gridsample_lower.text import one_line
+
 __all__ = ["VerificationSetupError", "checked_given", "load_inputs"]
 
 
@@ -57,7 +59,7 @@ def _load(path: str, kind: type):
     except FileNotFoundError:
         raise VerificationSetupError(f"{path}: no such file") from None
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        reason = one_line(error)
         raise VerificationSetupError(f"{path}: not readable ({reason})") from None
     if not isinstance(loaded, kind):
         what = "an .npz archive of arrays by input name" if kind is dict else "one .npy array"

@@ -24,12 +24,13 @@ import onnx
 import onnx_ir as ir
 from onnx import helper
 
-from gridsample_lower.check.oracle import Oracle, Runner, candidate_runner, first_line
+from gridsample_lower.check.oracle import Oracle, Runner, candidate_runner
 from gridsample_lower.check.report import NodeCheck, compare
+from gridsample_lower.graphs import graphs
 from gridsample_lower.lowering.inventory import Site
-from gridsample_lower.lowering.spec import GridSampleSpec
-from gridsample_lower.protos import graphs
 from gridsample_lower.runtime import onnxruntime_runs
+from gridsample_lower.spec import GridSampleSpec
+from gridsample_lower.text import one_line
 
 __all__ = ["NodeProbe", "expose", "probe_nodes"]
 
@@ -82,7 +83,7 @@ class NodeProbe:
         try:
             (actual,) = self._region_runner({self.x_name: x, self.grid_name: grid})
         except Exception as error:  # noqa: BLE001  (any failure of the candidate is a finding)
-            self.check.problem = f"its region in the candidate failed: {first_line(error)}"
+            self.check.problem = f"its region in the candidate failed: {one_line(error, tail=True)}"
             return
         self.check.merge(compare(self.check.name, expected, actual, atol, rtol))
 

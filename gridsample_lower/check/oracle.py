@@ -18,8 +18,9 @@ from onnx_ir.passes.common import InlinePass
 
 from gridsample_lower.check.reference import AffineGridKernel, GridSampleKernel
 from gridsample_lower.runtime import onnxruntime_runner
+from gridsample_lower.text import one_line
 
-__all__ = ["Oracle", "Runner", "candidate_runner", "first_line", "model_runner"]
+__all__ = ["Oracle", "Runner", "candidate_runner", "model_runner"]
 
 Runner = Callable[[dict], list[np.ndarray]]
 
@@ -112,7 +113,7 @@ class Oracle:
         except Exception as error:  # noqa: BLE001  (runtimes' errors have many types)
             if self.runtime != "onnxruntime" or "GridSample" not in str(error):
                 raise  # only a GridSample it refuses is judged elsewhere: the rest is the model's
-            why = first_line(error)
+            why = one_line(error, tail=True)
         run, runtime = model_runner(self.model, native=False, threads=self.threads)
         outputs = run(feeds)
         self._run, self.runtime = run, runtime
@@ -136,15 +137,9 @@ def candidate_runner(
     try:
         return (*model_runner(model, native=native, threads=threads), "")
     except Exception as error:  # noqa: BLE001  (any failure of the candidate is a finding)
-        reason = f"cannot be loaded ({first_line(error)})"
+        reason = f"cannot be loaded ({one_line(error, tail=True)})"
 
     def refuse(feeds: dict) -> list[np.ndarray]:
         raise RuntimeError(reason)
 
     return refuse, "none", reason
-
-
-def first_line(error: BaseException, limit: int = 240) -> str:
-    """An error's first line for a report; if long, its end, where runtimes put the reason."""
-    line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-    return line if len(line) <= limit else "..." + line[-limit:]

@@ -31,15 +31,10 @@ import math
 import numpy as np
 from onnx.reference.op_run import OpRun
 
+from gridsample_lower.spec import MODE_NAMES
+
 __all__ = ["AffineGridKernel", "GridSampleKernel", "affine_grid", "coordinate_dtype", "grid_sample"]
 
-_MODES = {
-    "linear": "linear",
-    "bilinear": "linear",
-    "nearest": "nearest",
-    "cubic": "cubic",
-    "bicubic": "cubic",
-}
 _A = -0.75  # Keys cubic coefficient used by onnxruntime
 
 
@@ -111,9 +106,9 @@ def grid_sample(x, grid, mode="linear", padding_mode="zeros", align_corners=0, *
     ``witness``: unnormalize linear and cubic in float64, not in the runtime's precision.
     """
     x, grid = np.asarray(x), np.asarray(grid)
-    if mode not in _MODES or padding_mode not in ("zeros", "border", "reflection"):
+    if mode not in MODE_NAMES or padding_mode not in ("zeros", "border", "reflection"):
         raise ValueError(f"unsupported mode={mode!r} / padding_mode={padding_mode!r}")
-    mode = _MODES[mode]
+    mode = MODE_NAMES[mode]
     n, c, *dims = x.shape
     r = len(dims)
     if r < 1 or grid.ndim != r + 2 or grid.shape[0] != n or grid.shape[-1] != r:

@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from gridsample_lower.text import table
+
 __all__ = ["Comparison", "NodeCheck", "OutputCheck", "VerificationReport", "compare"]
 
 _CHUNK = 2**20  # elements compared at once: a large output needs no float64 copies of itself
@@ -151,9 +153,9 @@ class VerificationReport:
         """Readable tables (outputs, then GridSample nodes), the notes and the verdict line."""
         blocks = []
         if self.outputs:
-            blocks.append(_format_table([_row("output", c) for c in self.outputs]))
+            blocks.append(table([_row("output", c) for c in self.outputs]))
         if self.nodes:
-            blocks.append(_format_table([_node_row(c) for c in self.nodes]))
+            blocks.append(table([_node_row(c) for c in self.nodes]))
         if self.note_lines():
             blocks.append("\n".join(self.note_lines()))
         return "\n\n".join([*blocks, self.summary()])
@@ -249,15 +251,6 @@ def _node_row(check: NodeCheck) -> dict[str, str]:
     row = _row("GridSample", check)
     head = {"GridSample": row.pop("GridSample"), "configuration": check.configuration or "?"}
     return {**head, "oracle": check.oracle or "-", **row}
-
-
-def _format_table(rows: list[dict[str, str]]) -> str:
-    columns = list(rows[0])
-    widths = [max(len(c), *(len(r[c]) for r in rows)) for c in columns]
-    lines = [columns] + [[r[c] for c in columns] for r in rows]
-    return "\n".join(
-        "  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() for line in lines
-    )
 
 
 def _finite(data: Any) -> Any:

@@ -17,10 +17,11 @@ from gridsample_lower.check.bounds import op_types, whole_model_mode
 from gridsample_lower.check.given import VerificationSetupError
 from gridsample_lower.check.inputs import InputPlan, synthetic
 from gridsample_lower.check.nodes import NodeProbe, expose
-from gridsample_lower.check.oracle import Oracle, Runner, candidate_runner, first_line
+from gridsample_lower.check.oracle import Oracle, Runner, candidate_runner
 from gridsample_lower.check.report import OutputCheck, compare
 from gridsample_lower.lowering.inventory import Site, find_gridsamples
 from gridsample_lower.runtime import onnxruntime_runs
+from gridsample_lower.text import one_line
 
 __all__ = ["Progress", "Run"]
 
@@ -63,7 +64,9 @@ class Run:
             self.run_reference = Oracle(self.reference, native=native, notes=self.notes)
         except Exception as error:  # noqa: BLE001
             self.run_reference = None
-            self.unusable = self.unusable or f"no runtime can run the original: {first_line(error)}"
+            self.unusable = (
+                self.unusable or f"no runtime can run the original: {one_line(error, tail=True)}"
+            )
         for probe in probes:
             probe.native = probe.native and not untrusted
             probe.notes = self.notes
@@ -110,7 +113,9 @@ class Run:
         try:
             values = self.run_reference(feeds)
         except Exception as error:  # noqa: BLE001  (runtimes' errors have many types)
-            self.unusable = f"the original failed on {self._inputs_text()}: {first_line(error)}"
+            self.unusable = (
+                f"the original failed on {self._inputs_text()}: {one_line(error, tail=True)}"
+            )
             return
         captured = {**dict(zip(self.names + self.exposed, values, strict=True)), **feeds}
         if not self.untrusted:  # the model itself made them: sizes it does not accept
@@ -158,7 +163,7 @@ class Run:
         except Exception as error:  # noqa: BLE001  (runtimes' errors have many types)
             raise VerificationSetupError(
                 f"GridSample {probe.check.name!r} alone failed on the values it sees: "
-                f"{first_line(error)}"
+                f"{one_line(error, tail=True)}"
             ) from None
 
     def _as_whole(self, probe: NodeProbe, compared: dict | str, x) -> None:
@@ -182,7 +187,7 @@ class Run:
         try:
             actual = self.run_candidate({k: v for k, v in feeds.items() if k in self.inputs})
         except Exception as error:  # noqa: BLE001  (a candidate that fails is a finding)
-            failure = f"the candidate failed: {first_line(error)}"
+            failure = f"the candidate failed: {one_line(error, tail=True)}"
             for check in self.outputs.values():
                 check.problem = check.problem or failure
             return failure

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from gridsample_lower.lowering.spec import MODES
 from gridsample_lower.lowering.targets import TARGETS
+from gridsample_lower.spec import MODE_NAMES
 
 __all__ = ["selection_options", "target_option"]
 
@@ -29,8 +29,8 @@ def selection_options(command):
         click.option(
             "--modes",
             multiple=True,
-            type=click.Choice(MODES),
-            help="Lower only these modes (repeatable).",
+            type=click.Choice(list(MODE_NAMES)),
+            help="Lower only these modes (repeatable; bilinear and bicubic are opset 16's names).",
         ),
         click.option(
             "--ranks",

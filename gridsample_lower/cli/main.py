@@ -31,15 +31,14 @@ from gridsample_lower.cli.output import (
     verify_and_save,
 )
 from gridsample_lower.cli.verify import verify
-from gridsample_lower.lowering.api import selection_of
 from gridsample_lower.lowering.inventory import find_gridsamples, inferred_types, name_unnamed
+from gridsample_lower.lowering.options import LoweringOptions
 from gridsample_lower.lowering.plan import node_plan
 from gridsample_lower.lowering.registry import support_matrix
 from gridsample_lower.lowering.targets import TARGETS
+from gridsample_lower.text import table
 
 __all__ = ["main"]
-
-SELECTION_KEYS = ("target", "lower_all", "only", "skip", "modes", "ranks", "index_dtype")
 
 
 @click.group(cls=OneLineUsage, context_settings={"help_option_names": ["-h", "--help"]})
@@ -74,16 +73,14 @@ def lower(model_path, as_functions, no_verify, quiet, **options) -> None:
     to a temporary file and renamed when complete; IN is never modified unless --in-place.
     Weights in external files stay external (in OUT.data, or the file --external-data names).
     """
-    choices = {k: options.pop(k) for k in SELECTION_KEYS}
+    lowering = LoweringOptions.take(options, as_functions=as_functions)
     dest = destination(model_path, options, verifying=not no_verify)
     check = options
     if no_verify and check["report_path"]:
         raise click.UsageError("--report needs the check: drop --no-verify")
     source = open_source(model_path, dest, verifying=not no_verify)
     try:
-        lowered, report = gridsample_lower.lower_with_report(
-            source.proto, as_functions=as_functions, **choices
-        )
+        lowered, report = gridsample_lower.lower_with_report(source.proto, lowering)
     except (gridsample_lower.UnsupportedGridSample, ValueError) as error:
         raise Failure(f"{model_path}: {error}") from None
     if not report:
@@ -114,7 +111,7 @@ def inspect(model_path, as_json, **choices) -> None:
         sites = find_gridsamples(model)
         name_unnamed(model, sites)  # the names --only and --skip take
         try:
-            selection = selection_of(**choices)
+            selection = LoweringOptions.take(choices).selection()
             selection.check_matches(sites)  # as lower refuses a filter that matches nothing
         except ValueError as error:
             raise Failure(f"{model_path}: {error}") from None
@@ -122,7 +119,9 @@ def inspect(model_path, as_json, **choices) -> None:
             row = site.describe()
             row["would"] = _would(site, selection)
             if as_json and site.spec is not None:  # (the table stays narrow)
-                row["plan"] = node_plan(site.spec, site.node, selection.target).describe()
+                plan = node_plan(site.spec, site.node, selection.target)
+                row["plan"] = plan.describe()
+                row["plan_reasons"] = {key: why for key, why in plan.why.items() if why}
             rows.append(row)
     if as_json:
         for row in rows:
@@ -131,7 +130,7 @@ def inspect(model_path, as_json, **choices) -> None:
     if not rows:
         click.echo(f"no GridSample in {model_path}")
         return
-    _table(rows)
+    click.echo(table(rows))
 
 
 @main.command()
@@ -161,15 +160,6 @@ def _would(site, selection) -> str:
         return "keep: " + kept
     refused = node_plan(site.spec, site.node, selection.target).refusal  # as the rule does
     return "cannot lower: " + refused if refused else "lower"
-
-
-def _table(rows: list[dict]) -> None:
-    columns = list(rows[0])
-    text = [[str(row[c]) for c in columns] for row in rows]
-    widths = [max(len(c), *(len(r[i]) for r in text)) for i, c in enumerate(columns)]
-    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
-    for r in text:
-        click.echo("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
 
 
 main.add_command(verify)

@@ -27,6 +27,7 @@ from gridsample_lower.files.external_data import (
     read_into,
     relocate,
 )
+from gridsample_lower.text import one_line
 
 __all__ = [
     "PROTOBUF_LIMIT",
@@ -117,7 +118,7 @@ def check_model(
             onnx.checker.check_model(proto, full_check=full)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as error:
         where = label if label is not None else path
-        raise ModelCheckError(f"{where}: fails the ONNX checker: {_one_line(error)}") from None
+        raise ModelCheckError(f"{where}: fails the ONNX checker: {one_line(error)}") from None
 
 
 def with_weights(
@@ -321,10 +322,3 @@ def _copy(proto: onnx.ModelProto) -> onnx.ModelProto:
     copy = onnx.ModelProto()
     copy.CopyFrom(proto)
     return copy
-
-
-def _one_line(error: BaseException, limit: int = 240) -> str:
-    """An error's message on one line (the checker's run over several), shortened if long."""
-    line = " ".join(part.strip() for part in str(error).splitlines() if part.strip())
-    line = line or type(error).__name__
-    return line if len(line) <= limit else line[: limit - 3] + "..."

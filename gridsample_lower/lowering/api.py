@@ -1,27 +1,24 @@
-"""``lower()`` and ``lower_with_report()``: the lowering as a function, and its options read.
+"""``lower()`` and ``lower_with_report()``: the lowering as a function.
 
-Same type in and out (``onnx.ModelProto`` or ``onnx_ir.Model``); the input is not modified.
-``selection_of`` turns the keyword options (shared with the command line) into a
-``Selection``; a ModelProto comes back with only the value_info it had.
+Same type in and out (``onnx.ModelProto`` or ``onnx_ir.Model``); the input is not modified,
+and a ModelProto comes back with only the value_info it had. The keyword options are the fields
+of ``LoweringOptions``, which the command line builds from its flags.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import numbers
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 import onnx
 import onnx_ir as ir
 
-from gridsample_lower.lowering.passes import LowerGridSamplePass, cyclic_gc_paused
-from gridsample_lower.lowering.selection import Selection
-from gridsample_lower.lowering.spec import MODE_NAMES
-from gridsample_lower.lowering.targets import Target, get_target
-from gridsample_lower.protos import graphs
+from gridsample_lower.graphs import graphs
+from gridsample_lower.lowering.options import LoweringOptions
+from gridsample_lower.lowering.passes import cyclic_gc_paused
+from gridsample_lower.lowering.targets import Target
 
-__all__ = ["expect_model", "lower", "lower_with_report", "selection_of"]
+__all__ = ["expect_model", "lower", "lower_with_report", "on_copy"]
 
 ModelT = TypeVar("ModelT", onnx.ModelProto, ir.Model)
 
@@ -65,38 +62,42 @@ def lower(
             or rank in ``only``, ``skip``, ``modes``, ``ranks`` that no GridSample has.
         UnsupportedGridSample: A selected node cannot be lowered (with ``strict``).
     """
-    return lower_with_report(
-        model,
-        target=target,
-        lower_all=lower_all,
-        only=only,
-        skip=skip,
-        modes=modes,
-        ranks=ranks,
-        index_dtype=index_dtype,
-        as_functions=as_functions,
-        strict=strict,
-    )[0]
+    options = LoweringOptions(
+        target, lower_all, only, skip, modes, ranks, index_dtype, as_functions, strict
+    )
+    return lower_with_report(model, options)[0]
 
 
 def lower_with_report(
-    model: ModelT, *, strict: bool = True, as_functions: bool = False, **choices
+    model: ModelT, options: LoweringOptions | None = None, **choices
 ) -> tuple[ModelT, dict[str, int]]:
-    """``lower``, plus the count of lowered nodes per configuration label."""
+    """``lower``, plus the count of lowered nodes per configuration label.
+
+    ``options``, or ``lower``'s keyword arguments (``choices``).
+    """
     expect_model(model, "lower")
-    selection = selection_of(**choices)
+    options = LoweringOptions(**choices) if options is None else options
+    lowering = options.lowering_pass()
+    lowered: dict[str, int] = {}
+
+    def run(work: ir.Model) -> ir.Model:
+        result = lowering(work)
+        lowered.update(result.lowered)
+        return result.model
+
+    with cyclic_gc_paused():
+        out = on_copy(model, run)
+    if isinstance(out, onnx.ModelProto):
+        _drop_new_value_info(out, {info.name for g in _graphs(model) for info in g.value_info})
+    return out, lowered
+
+
+def on_copy(model: ModelT, convert: Callable[[ir.Model], ir.Model]) -> ModelT:
+    """``convert`` run on a copy of ``model``: either kind in, the same kind out."""
     is_proto = isinstance(model, onnx.ModelProto)
     proto = model if is_proto else ir.serde.serialize_model(model)
-    lowering = LowerGridSamplePass(
-        strict=strict, select=selection, target=selection.target, as_functions=as_functions
-    )
-    with cyclic_gc_paused():
-        result = lowering(ir.serde.deserialize_model(proto))
-        if not is_proto:
-            return result.model, result.lowered
-        out = ir.serde.serialize_model(result.model)
-    _drop_new_value_info(out, {info.name for g in _graphs(proto) for info in g.value_info})
-    return out, result.lowered
+    out = convert(ir.serde.deserialize_model(proto))
+    return ir.serde.serialize_model(out) if is_proto else out
 
 
 def _drop_new_value_info(model: onnx.ModelProto, kept: set[str]) -> None:
@@ -118,36 +119,6 @@ def _graphs(model: onnx.ModelProto):
         yield from graphs(root)
 
 
-def selection_of(
-    *,
-    target: Target | str = "generic",
-    lower_all: bool = False,
-    only: Iterable[str] = (),
-    skip: Iterable[str] = (),
-    modes: Iterable[str] = (),
-    ranks: Iterable[int] = (),
-    index_dtype: ir.DataType | str | None = None,
-) -> Selection:
-    """The Selection for ``lower``'s keyword arguments (the CLI passes the same ones)."""
-    chosen = get_target(target)
-    if index_dtype is not None:
-        chosen = dataclasses.replace(chosen, index_dtype=_index_dtype(index_dtype))
-    modes, ranks = _items(modes, "modes", str), _items(ranks, "ranks", numbers.Integral)
-    unknown = [mode for mode in modes if mode not in MODE_NAMES]
-    if unknown:
-        raise ValueError(f"unknown mode {unknown[0]!r}; expected one of {', '.join(MODE_NAMES)}")
-    if any(rank < 1 for rank in ranks):
-        raise ValueError(f"ranks must be at least 1, not {min(ranks)}")
-    return Selection(
-        chosen,
-        lower_all,
-        frozenset(_items(only, "only", str)),
-        frozenset(_items(skip, "skip", str)),
-        frozenset(MODE_NAMES[mode] for mode in modes),
-        frozenset(int(rank) for rank in ranks),
-    )
-
-
 def expect_model(model, function: str) -> None:
     """Raise TypeError for what is not a model: a path would fail deep inside, unclearly."""
     if not isinstance(model, onnx.ModelProto | ir.Model):
@@ -155,29 +126,3 @@ def expect_model(model, function: str) -> None:
             f"{function} expects an onnx.ModelProto or an onnx_ir.Model, not "
             f"{type(model).__name__} (read a file with onnx.load or model_io.load_model)"
         )
-
-
-def _items(values, what: str, kind: type) -> tuple:
-    """``values`` as a tuple of ``kind``; a bare one is one item (a str, not its characters)."""
-    try:
-        values = (values,) if isinstance(values, str) else tuple(values)
-    except TypeError:
-        values = (values,)
-    wrong = [v for v in values if isinstance(v, bool) or not isinstance(v, kind)]
-    if wrong:
-        name = "int" if kind is numbers.Integral else kind.__name__
-        raise TypeError(f"{what}: expected {name} values, got {type(wrong[0]).__name__}")
-    return values
-
-
-def _index_dtype(value: ir.DataType | str | int) -> ir.DataType:
-    """int32 or int64 as a name, an ``ir.DataType`` or an ``onnx.TensorProto`` number."""
-    if isinstance(value, str):
-        dtype = ir.DataType.__members__.get(value.upper())
-    elif isinstance(value, int) and not isinstance(value, bool):
-        dtype = value  # onnx.TensorProto.INT32 == ir.DataType.INT32
-    else:
-        raise TypeError(f"index_dtype must be a str or a data type, not {type(value).__name__}")
-    if dtype not in (ir.DataType.INT32, ir.DataType.INT64):
-        raise ValueError(f"index_dtype must be int32 or int64, not {value!r}")
-    return ir.DataType(dtype)

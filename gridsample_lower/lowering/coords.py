@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import onnx_ir as ir
 
 from gridsample_lower.lowering.emitter import Emitter
-from gridsample_lower.lowering.spec import GridSampleSpec
+from gridsample_lower.spec import GridSampleSpec
 
 __all__ = ["bounds_coordinate", "passes_nan", "ring_base", "source_coordinate", "tap_indices"]
 

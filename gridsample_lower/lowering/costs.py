@@ -15,8 +15,8 @@ import math
 import onnx_ir as ir
 
 from gridsample_lower.lowering.coords import bounds_coordinate
-from gridsample_lower.lowering.spec import GridSampleSpec, compute_dtype
 from gridsample_lower.lowering.targets import Target
+from gridsample_lower.spec import GridSampleSpec, compute_dtype
 
 __all__ = ["STRATEGIES", "Sizes", "Strategy", "strategy_table"]
 
@@ -33,7 +33,7 @@ MATMUL_MIN_VALUES = 256  # ...once channels x taps reach this
 TAPS_MAX_VALUES = 2**25  # one Gather of every tap (scaled, MatMul) holds at most this many values
 BY_CHANNEL_MAX_CHANNELS = 16  # up to this many channels with 8+ taps are gathered one by one...
 BY_CHANNEL_MIN_VALUES = 2**21  # ...and any of GatherElements' few once it gathers this many...
-BY_CHANNEL_WIDE_CHANNELS = 4  # ...and up to this many whose indices are int64
+BY_CHANNEL_INT64_CHANNELS = 4  # ...and up to this many whose indices are int64
 SLOT_MAX_RATIO = 4  # a zero slot appended to X pays while X is at most this many times the points
 
 # Types onnxruntime's Where takes: gathered values can be masked; for the others (int8, int16,
@@ -169,23 +169,23 @@ def scaled_pays(sizes: Sizes, taps: int, target: Target) -> bool:
     return not few and gathered <= TAPS_MAX_VALUES
 
 
-def by_channel_pays(sizes: Sizes, taps: int, target: Target, wide: bool) -> bool:
+def by_channel_pays(sizes: Sizes, taps: int, target: Target, int64_indices: bool) -> bool:
     """Whether GatherElements reads X channel by channel, each channel's taps summed by a MatMul.
 
     Measured (bench/run.py): one channel; 8+ taps and up to 16 channels (cubic 3x224x224:
     2.4 -> 1.5 ms of gathers; 3-D linear 16 channels: 0.32 -> 0.26 of native); fewer taps once
-    the gather moves 2**21 values (linear 8x32x64x64: 2.2 -> 1.9); up to 4 channels whose
-    indices are int64 (``wide``: symbolic sizes), which cost twice as much to expand over the
-    channels (symbolic 1x3x224x224 linear 1.17-1.25 -> 0.98-1.07 of native). Smaller gathers
-    spend more on the extra nodes than they save (1x3x32x32: 56 -> 61 us). Only where the
-    target allows MatMul.
+    the gather moves 2**21 values (linear 8x32x64x64: 2.2 -> 1.9); up to 4 channels with
+    ``int64_indices`` (symbolic sizes), which cost twice as much to expand over the channels
+    (symbolic 1x3x224x224 linear 1.17-1.25 -> 0.98-1.07 of native). Smaller gathers spend
+    more on the extra nodes than they save (1x3x32x32: 56 -> 61 us). Only where the target
+    allows MatMul.
     """
     channels = sizes.channels
     if channels is None or not target.allows("MatMul"):
         return False
     if channels == 1 or (taps >= MATMUL_MIN_TAPS and channels <= BY_CHANNEL_MAX_CHANNELS):
         return True
-    if wide and channels <= BY_CHANNEL_WIDE_CHANNELS:
+    if int64_indices and channels <= BY_CHANNEL_INT64_CHANNELS:
         return True
     return channels < ROWS_MIN_CHANNELS and sizes.gathered_values(taps) >= BY_CHANNEL_MIN_VALUES
 
@@ -255,7 +255,7 @@ STRATEGIES = [
         "by_channel",
         "GatherElements where the target allows MatMul: each channel gathered alone, its taps "
         f"summed by a MatMul with ones; 1 channel, {MATMUL_MIN_TAPS}+ taps and up to "
-        f"{BY_CHANNEL_MAX_CHANNELS} channels, int64 indices and up to {BY_CHANNEL_WIDE_CHANNELS}, "
+        f"{BY_CHANNEL_MAX_CHANNELS} channels, int64 indices and up to {BY_CHANNEL_INT64_CHANNELS}, "
         f"or below {ROWS_MIN_CHANNELS} once the gather moves {_n(BY_CHANNEL_MIN_VALUES)} values",
     ),
     Strategy("sum", "chain", "rows: one Gather per tap, weighted and summed by a chain of Adds"),

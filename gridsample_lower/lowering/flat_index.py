@@ -18,7 +18,7 @@ import onnx_ir as ir
 from gridsample_lower.lowering.coords import passes_nan
 from gridsample_lower.lowering.emitter import Emitter
 from gridsample_lower.lowering.plan import Plan
-from gridsample_lower.lowering.spec import GridSampleSpec, compute_dtype
+from gridsample_lower.spec import GridSampleSpec, compute_dtype
 
 __all__ = ["batch_offsets", "flat_index", "per_tap", "samples_size", "where_inside"]
 
@@ -38,29 +38,29 @@ def flat_index(
     inside: ir.Value | None,
     offsets: Sequence[float] | None = None,
 ) -> ir.Value:
-    """The within-sample flat index ``(N, T.., O..)`` of the per-axis (float, exact) indices.
+    """The sample_type-sample flat index ``(N, T.., O..)`` of the per-axis (float, exact) indices.
 
     Where ``inside`` is False it is S, the zero slot past the sample (GatherElements' zero
     slot), else 0. With ``offsets`` (the plan's one index per point) the taps' positions
     relative to each axis' index are added last, as one ``(1, T.., 1..)`` table of flat offsets.
     """
-    r, ct, within = spec.rank, compute_dtype(spec), plan.sample_type
+    r, ct, sample_type = spec.rank, compute_dtype(spec), plan.sample_type
     taps = (0.0,) if offsets is None else offsets
     to_slot = plan.zero_slot and not plan.rows  # the rows send them past every sample, later
-    fill = em.x_size(range(2, 2 + r), within) if to_slot else None
+    past_end = em.x_size(range(2, 2 + r), sample_type) if to_slot else None
 
     def inside_as(dtype):  # 1 inside, else 0
         return em.once(("inside as", dtype), lambda: em.Cast(inside, to=dtype))
 
     if plan.flat_in_float:
-        flat = em.Cast(_strided_sum(em, indices, r, ct), to=within)
+        flat = em.Cast(_strided_sum(em, indices, r, ct), to=sample_type)
         if inside is not None:
-            flat = where_inside(em, inside_as(within), flat, fill)
+            flat = where_inside(em, inside_as(sample_type), flat, past_end)
         else:  # one index per point (static sizes): every tap of the table stays in the sample
             strides = sum(em.stride(a) for a in range(r))
             low = -min(taps) * strides
             high = em.sample_size - 1 - max(taps) * strides
-            flat = em.clip(flat, em.const(low, within), em.const(high, within))
+            flat = em.clip(flat, em.const(low, sample_type), em.const(high, sample_type))
     else:
         positions = plan.position_type  # int32 where they surely fit: 3-5x faster than int64
         indices = [em.Cast(index, to=positions) for index in indices]
@@ -68,15 +68,17 @@ def flat_index(
             indices = [em.Mul(index, inside_as(positions)) for index in indices]
         elif passes_nan(spec):
             indices = [_in_axis(em, index, a, taps, positions) for a, index in enumerate(indices)]
-        if positions != within:
-            indices = [em.Cast(index, to=within) for index in indices]
-        flat = _strided_sum(em, indices, r, within)
-        if fill is not None:  # outside points' flat index is 0: one Add sends them to S
-            flat = em.Add(flat, _outside(em, inside_as(within), fill))
-    return flat if offsets is None else em.Add(flat, _tap_table(em, r, offsets, within))
+        if positions != sample_type:
+            indices = [em.Cast(index, to=sample_type) for index in indices]
+        flat = _strided_sum(em, indices, r, sample_type)
+        if past_end is not None:  # outside points' flat index is 0: one Add sends them to S
+            flat = em.Add(flat, _outside(em, inside_as(sample_type), past_end))
+    return flat if offsets is None else em.Add(flat, _tap_table(em, r, offsets, sample_type))
 
 
-def _in_axis(em: Emitter, index: ir.Value, axis: int, taps, dtype) -> ir.Value:
+def _in_axis(
+    em: Emitter, index: ir.Value, axis: int, taps: Sequence[float], dtype: ir.DataType
+) -> ir.Value:
     """An axis' integer index clamped so that every tap ``index + taps`` lies in the axis.
 
     An int32 bound is capped at 2**30, so that a large size cannot wrap it: int32 positions of
@@ -97,23 +99,25 @@ def _in_axis(em: Emitter, index: ir.Value, axis: int, taps, dtype) -> ir.Value:
     return em.clip(index, low, high)
 
 
-def where_inside(em, inside: ir.Value, flat: ir.Value, fill: ir.Value | None) -> ir.Value:
-    """``flat`` where ``inside`` (1, else 0) is 1, else ``fill`` (None: 0): arithmetic, not Where.
+def where_inside(
+    em: Emitter, inside: ir.Value, flat: ir.Value, past_end: ir.Value | None
+) -> ir.Value:
+    """``flat`` where ``inside`` (1, else 0) is 1, else ``past_end`` (None: 0), without Where.
 
     Outside points' ``flat`` may be any integer (a NaN cast): times 0, or below the Max with
-    ``fill`` (which is past every index) and then clamped to it.
+    ``past_end`` (the zero slot, past every index) and then clamped to it.
     """
-    if fill is None:
+    if past_end is None:
         return em.Mul(flat, inside)
-    return em.Min(em.Max(flat, _outside(em, inside, fill)), fill)
+    return em.Min(em.Max(flat, _outside(em, inside, past_end)), past_end)
 
 
-def _outside(em, inside, fill) -> ir.Value:
-    """``fill`` where ``inside`` is 0, else 0."""
-    return em.Sub(fill, em.Mul(inside, fill))
+def _outside(em: Emitter, inside: ir.Value, past_end: ir.Value) -> ir.Value:
+    """``past_end`` where ``inside`` is 0, else 0."""
+    return em.Sub(past_end, em.Mul(inside, past_end))
 
 
-def _tap_table(em: Emitter, rank: int, offsets, dtype: ir.DataType) -> ir.Value:
+def _tap_table(em: Emitter, rank: int, offsets: Sequence[float], dtype: ir.DataType) -> ir.Value:
     """``(1, T.., 1..)``: the flat offset of every tap combination, one constant when static."""
     strides = [em.stride(axis) for axis in range(rank)]
     shaped = [per_tap(offsets, a, rank) for a in range(rank)]
@@ -141,7 +145,7 @@ def samples_size(em: Emitter, rank: int, dtype: ir.DataType) -> ir.Value:
 
 
 def batch_offsets(em: Emitter, rank: int, dtype: ir.DataType) -> ir.Value:
-    """``n * S`` shaped ``(N, 1, 1)``, to add to the ``(N, K, P)`` within-sample indices."""
+    """``n * S`` shaped ``(N, 1, 1)``, to add to the ``(N, K, P)`` sample_type-sample indices."""
     batch, size = em.x_dim(0), em.sample_size
     if batch is not None and isinstance(size, int):  # one constant, no Mul to fold
         return em.const(np.arange(batch).reshape(batch, 1, 1) * size, dtype)

@@ -12,8 +12,8 @@ from collections.abc import Callable
 import onnx_ir as ir
 
 from gridsample_lower.lowering.inventory import Site
-from gridsample_lower.lowering.spec import GridSampleSpec
 from gridsample_lower.models import gridsample_model
+from gridsample_lower.spec import GridSampleSpec
 
 __all__ = ["DOMAIN", "Lowering", "call_functions", "function_name", "untype_functions"]
 

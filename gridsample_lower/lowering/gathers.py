@@ -23,11 +23,12 @@ from gridsample_lower.lowering.flat_index import (
     where_inside,
 )
 from gridsample_lower.lowering.plan import Plan
-from gridsample_lower.lowering.spec import GridSampleSpec, compute_dtype
+from gridsample_lower.spec import GridSampleSpec, compute_dtype
 
 __all__ = ["gather_and_combine"]
 
 INT64 = ir.DataType.INT64
+Size = int | ir.Value  # a static size, or a 1-D int64 value of one element
 
 
 def gather_and_combine(
@@ -52,7 +53,15 @@ def gather_and_combine(
     return _gather_elements(em, x, spec, plan, flat, weights, inside)
 
 
-def _gather_elements(em, x, spec, plan: Plan, flat, weights, inside) -> ir.Value:
+def _gather_elements(
+    em: Emitter,
+    x: ir.Value,
+    spec: GridSampleSpec,
+    plan: Plan,
+    flat: ir.Value,
+    weights: ir.Value | None,
+    inside: ir.Value | None,
+) -> ir.Value:
     ct, n, c = compute_dtype(spec), em.batch, em.channels
     points = em.output_dims()
     flat = em.Flatten(flat, axis=1)  # (N, K*P)
@@ -79,7 +88,9 @@ def _gather_elements(em, x, spec, plan: Plan, flat, weights, inside) -> ir.Value
     return em.ReduceSum(em.Mul(values, weights), em.const([2], INT64), keepdims=0)
 
 
-def _combine_by_channel(em, x, spec, plan: Plan, flat, weights) -> ir.Value:
+def _combine_by_channel(
+    em: Emitter, x: ir.Value, spec: GridSampleSpec, plan: Plan, flat: ir.Value, weights: ir.Value
+) -> ir.Value:
     """``(N, C, O..)``: each channel gathered and its weighted taps summed on its own.
 
     Every channel's ``(N, S)`` planes are read by one GatherElements with the same ``(N, K*P)``
@@ -104,7 +115,15 @@ def _combine_by_channel(em, x, spec, plan: Plan, flat, weights) -> ir.Value:
     return sums[0] if len(sums) == 1 else em.Concat(*sums, axis=1)
 
 
-def _gather_rows(em, x, spec, plan: Plan, flat, weights, inside) -> ir.Value:
+def _gather_rows(
+    em: Emitter,
+    x: ir.Value,
+    spec: GridSampleSpec,
+    plan: Plan,
+    flat: ir.Value,
+    weights: ir.Value | None,
+    inside: ir.Value | None,
+) -> ir.Value:
     r, n, c, taps, total = spec.rank, em.batch, em.channels, plan.taps, em.points
     index_type = plan.index_type
     rows = _channels_last(em, x, r, plan.tiled)  # (N*S, C)
@@ -133,7 +152,9 @@ def _gather_rows(em, x, spec, plan: Plan, flat, weights, inside) -> ir.Value:
     return em.Transpose(em.reshape(y, [n, *points, c]), perm=[0, r + 1, *range(1, r + 1)])
 
 
-def _chain_taps(em, rows, flat, weights, taps, total):
+def _chain_taps(
+    em: Emitter, rows: ir.Value, flat: ir.Value, weights: ir.Value | None, taps: int, total: Size
+) -> ir.Value:
     """``(N, P, C)``: one Gather per tap, weighted and summed by a chain of Adds."""
     n = em.batch
     if weights is not None:
@@ -148,7 +169,15 @@ def _chain_taps(em, rows, flat, weights, taps, total):
     return y
 
 
-def _scaled_taps(em, rows, flat, weights, taps, total, dtype):
+def _scaled_taps(
+    em: Emitter,
+    rows: ir.Value,
+    flat: ir.Value,
+    weights: ir.Value,
+    taps: int,
+    total: Size,
+    dtype: ir.DataType,
+) -> ir.Value:
     """``(N, P, C)``: every tap in one Gather, scaled row by row, summed by one MatMul.
 
     BatchNormalization with mean 0, variance 0 and epsilon 1 is ``x * scale`` exactly (the
@@ -166,7 +195,9 @@ def _scaled_taps(em, rows, flat, weights, taps, total, dtype):
     return em.reshape(summed, [n, total, c])
 
 
-def _matmul_taps(em, rows, flat, weights, taps, total):
+def _matmul_taps(
+    em: Emitter, rows: ir.Value, flat: ir.Value, weights: ir.Value, taps: int, total: Size
+) -> ir.Value:
     """``(N, P, C)``: every tap in one Gather, ``(N, P, K, C)``, summed by one MatMul.
 
     The ``(N, P, 1, K)`` weights times the ``(N, P, K, C)`` taps: a batch of small products.

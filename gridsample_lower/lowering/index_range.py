@@ -21,8 +21,8 @@ from collections.abc import Sequence
 
 import onnx_ir as ir
 
-from gridsample_lower.lowering.spec import GridSampleSpec
 from gridsample_lower.lowering.targets import Target
+from gridsample_lower.spec import GridSampleSpec
 
 __all__ = [
     "INT32_LIMIT",

@@ -14,12 +14,13 @@ from collections.abc import Iterator
 import onnx
 import onnx_ir as ir
 
-from gridsample_lower.lowering.spec import (
+from gridsample_lower.graphs import located_nodes
+from gridsample_lower.runtime import onnxruntime_runs
+from gridsample_lower.spec import (
     GridSampleSpec,
     UnsupportedGridSample,
     spelling_matches_opset,
 )
-from gridsample_lower.runtime import onnxruntime_runs
 
 __all__ = [
     "Site",
@@ -84,12 +85,11 @@ def find_gridsamples(model: ir.Model, *, infer: bool = False) -> list[Site]:
     if infer:
         with inferred_types(model):
             return find_gridsamples(model)
-    model_opset = model.opset_imports.get("", 1)
-    sites: list[Site] = []
-    _collect(model.graph, "main graph", model_opset, sites)
-    for function in model.functions.values():
-        opset = function.opset_imports.get("", model_opset)
-        _collect(function, f"function {function.domain}::{function.name}", opset, sites)
+    sites = [
+        Site(node, location, node.version or opset)
+        for node, location, opset in located_nodes(model)
+        if is_gridsample(node)
+    ]
     for site in sites:
         site.x_type, site.grid_type = (type_text(v) for v in site.node.inputs[:2])
         try:
@@ -97,21 +97,6 @@ def find_gridsamples(model: ir.Model, *, infer: bool = False) -> list[Site]:
         except UnsupportedGridSample as error:
             site.problem = error.reason
     return sites
-
-
-def _collect(graph, location: str, opset: int, sites: list[Site]) -> None:
-    for node in graph:
-        if is_gridsample(node):
-            sites.append(Site(node, location, node.version or opset))
-        for attr in node.attributes.values():
-            if attr.is_ref():
-                continue
-            label = f"{location} > {node.op_type} {node.name or '<unnamed>'!r}"
-            if attr.type == ir.AttributeType.GRAPH:
-                _collect(attr.value, f"{label} {attr.name}", opset, sites)
-            elif attr.type == ir.AttributeType.GRAPHS:
-                for i, sub in enumerate(attr.value):
-                    _collect(sub, f"{label} {attr.name}[{i}]", opset, sites)
 
 
 @contextlib.contextmanager

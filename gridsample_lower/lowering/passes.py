@@ -31,8 +31,8 @@ from gridsample_lower.lowering.inventory import (
 from gridsample_lower.lowering.plan import node_plan
 from gridsample_lower.lowering.rule import RULE_NAME, gridsample_rule
 from gridsample_lower.lowering.selection import Selection, selects
-from gridsample_lower.lowering.spec import GridSampleSpec, UnsupportedGridSample
 from gridsample_lower.lowering.targets import Target, get_target
+from gridsample_lower.spec import GridSampleSpec, UnsupportedGridSample
 
 __all__ = ["LowerGridSamplePass", "LoweringResult", "cyclic_gc_paused"]
 

@@ -26,13 +26,12 @@ from gridsample_lower.lowering.index_range import (
     int32_overflow,
     ring_width,
 )
-from gridsample_lower.lowering.spec import GridSampleSpec, compute_dtype
 from gridsample_lower.lowering.targets import Target
+from gridsample_lower.spec import GridSampleSpec, compute_dtype
 
 __all__ = ["Plan", "node_plan", "plan_of"]
 
 INT32, INT64 = ir.DataType.INT32, ir.DataType.INT64
-Dims = tuple[int | None, ...]
 # The sums each gather can carry out: (rows, nearest) -> forms.
 SUMS = {
     (False, False): ("reduce_sum", "by_channel"),
@@ -172,7 +171,9 @@ def plan_of(
     )
 
 
-def _choose_gather(spec, sizes: costs.Sizes, taps: int, target: Target) -> tuple[bool, str]:
+def _choose_gather(
+    spec: GridSampleSpec, sizes: costs.Sizes, taps: int, target: Target
+) -> tuple[bool, str]:
     """Rows (True) or GatherElements, and why. Judged by X's own sizes, before any ring."""
     if not target.allows("GatherElements"):
         return True, f"the {target.name} target has no GatherElements"
@@ -183,7 +184,9 @@ def _choose_gather(spec, sizes: costs.Sizes, taps: int, target: Target) -> tuple
     return False, "few channels, or too few points to pay for a channels-last copy of X"
 
 
-def _choose_sum(spec, sizes, taps, target, rows: bool, wide: bool) -> tuple[str, str]:
+def _choose_sum(
+    spec: GridSampleSpec, sizes: costs.Sizes, taps: int, target: Target, rows: bool, int64: bool
+) -> tuple[str, str]:
     """How the weighted taps are summed, and why (judged by X's own sizes)."""
     if spec.mode == "nearest":
         return "none", "one tap: the values are moved, never computed"
@@ -193,7 +196,7 @@ def _choose_sum(spec, sizes, taps, target, rows: bool, wide: bool) -> tuple[str,
         return "scaled", f"{taps} taps: one BatchNormalization scales every row"
     if rows:
         return "chain", "one Gather per tap, weighted and summed by a chain of Adds"
-    if costs.by_channel_pays(sizes, taps, target, wide):
+    if costs.by_channel_pays(sizes, taps, target, int64):
         return "by_channel", "each channel's taps summed by a MatMul with ones"
     return "reduce_sum", "every tap of every channel in one GatherElements, one ReduceSum"
 
@@ -207,7 +210,9 @@ def _choose_ring(spec: GridSampleSpec, rows: bool) -> tuple[int, str]:
     return 0, ""
 
 
-def _choose_index_types(sizes: costs.Sizes, rows: bool, target: Target):
+def _choose_index_types(
+    sizes: costs.Sizes, rows: bool, target: Target
+) -> tuple[ir.DataType, ir.DataType, str]:
     """The flat index's type within a sample and across samples (rows), and why."""
     if target.index_dtype is not None:
         return target.index_dtype, target.index_dtype, f"the {target.name} target's"
@@ -220,7 +225,9 @@ def _choose_index_types(sizes: costs.Sizes, rows: bool, target: Target):
     return sample_type, index_type, "int32 where the sizes are static and below 2**31"
 
 
-def _choose_zero_slot(spec, sizes: costs.Sizes, masks: bool, rows: bool) -> tuple[bool, str]:
+def _choose_zero_slot(
+    spec: GridSampleSpec, sizes: costs.Sizes, masks: bool, rows: bool
+) -> tuple[bool, str]:
     """Whether masked points read a zero appended to X rather than being zeroed once gathered.
 
     Appending copies X, while onnxruntime's Where costs about 4 copies per element: with
@@ -242,7 +249,9 @@ def _choose_zero_slot(spec, sizes: costs.Sizes, masks: bool, rows: bool) -> tupl
     return False, f"X is over {SLOT_MAX_RATIO}x the points: a Where beats a copy"
 
 
-def _choose_float_flat(spec, sizes: costs.Sizes, one_per_point: bool) -> tuple[bool, str]:
+def _choose_float_flat(
+    spec: GridSampleSpec, sizes: costs.Sizes, one_per_point: bool
+) -> tuple[bool, str]:
     """Whether the axes are combined in float and cast once (one index per point, exact)."""
     sample = sizes.spatial
     bits = 24 if compute_dtype(spec) == ir.DataType.FLOAT else 53

@@ -12,8 +12,8 @@ from collections.abc import Callable
 import onnx_ir as ir
 
 from gridsample_lower.lowering.decompositions import cubic, linear, nearest
-from gridsample_lower.lowering.spec import ALIGN_CORNERS, MODES, PADDING_MODES, GridSampleSpec
 from gridsample_lower.runtime import onnxruntime_runs
+from gridsample_lower.spec import ALIGN_CORNERS, MODES, PADDING_MODES, GridSampleSpec
 
 __all__ = [
     "TESTED_RANKS",

@@ -20,8 +20,8 @@ from gridsample_lower.lowering.emitter import Emitter
 from gridsample_lower.lowering.plan import Plan, node_plan
 from gridsample_lower.lowering.registry import lookup
 from gridsample_lower.lowering.selection import selects
-from gridsample_lower.lowering.spec import GridSampleSpec, UnsupportedGridSample
 from gridsample_lower.lowering.targets import Target, get_target
+from gridsample_lower.spec import GridSampleSpec, UnsupportedGridSample
 
 __all__ = ["RULE_NAME", "GridSampleLowering", "gridsample_rule"]
 

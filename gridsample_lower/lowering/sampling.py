@@ -19,7 +19,7 @@ from gridsample_lower.lowering.emitter import Emitter
 from gridsample_lower.lowering.flat_index import per_tap
 from gridsample_lower.lowering.gathers import gather_and_combine
 from gridsample_lower.lowering.plan import Plan
-from gridsample_lower.lowering.spec import GridSampleSpec, compute_dtype
+from gridsample_lower.spec import GridSampleSpec, compute_dtype
 
 __all__ = ["Kernel", "grid_coordinates", "interpolate"]
 

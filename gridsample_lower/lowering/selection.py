@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable
 import onnx_ir as ir
 
 from gridsample_lower.lowering.inventory import Site
-from gridsample_lower.lowering.spec import GridSampleSpec
 from gridsample_lower.lowering.targets import TARGETS, Target
+from gridsample_lower.spec import GridSampleSpec
 
 __all__ = ["Selection", "selects"]
 

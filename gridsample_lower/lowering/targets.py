@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import onnx_ir as ir
 
-from gridsample_lower.lowering.spec import GridSampleSpec
+from gridsample_lower.spec import GridSampleSpec
 
 __all__ = ["TARGETS", "Target", "get_target"]
 

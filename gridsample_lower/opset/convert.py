@@ -12,18 +12,19 @@ after, they check every node against the target's schemas.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TypeVar
 
 import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import InlinePass
 
-from gridsample_lower.lowering.api import expect_model
+from gridsample_lower.graphs import located_nodes
+from gridsample_lower.lowering.api import expect_model, on_copy
 from gridsample_lower.lowering.inventory import Site, find_gridsamples, is_gridsample
 from gridsample_lower.lowering.passes import LowerGridSamplePass
-from gridsample_lower.lowering.spec import GridSampleSpec
 from gridsample_lower.opset.onnx_converter import OpsetConversionError, convert_model, onnx_opset
+from gridsample_lower.spec import MODE_NAMES, OPSET16_SPELLING, GridSampleSpec
 
 __all__ = ["DOWNGRADE_OPSETS", "UPGRADE_OPSETS", "OpsetConversionError", "downgrade", "upgrade"]
 
@@ -32,10 +33,6 @@ ModelT = TypeVar("ModelT", onnx.ModelProto, ir.Model)
 UPGRADE_OPSETS = (20, 21, 22)
 DOWNGRADE_OPSETS = (16, 17, 18, 19)
 
-_SPELLINGS = {  # keyed by "opset >= 20"
-    True: {"bilinear": "linear", "bicubic": "cubic"},
-    False: {"linear": "bilinear", "cubic": "bicubic"},
-}
 _SITE_KEY = "gridsample_lower.site"
 # Attribute values newer than their attribute: (op, attribute, value) -> first opset.
 _NEW_VALUES = {
@@ -58,7 +55,7 @@ def upgrade(model: ModelT, opset: int = 20) -> ModelT:
             be converted; the message names the node.
     """
     _check_target(model, "upgrade", opset, UPGRADE_OPSETS)
-    return _on_copy(model, lambda work: _convert(work, opset, upward=True))
+    return on_copy(model, lambda work: _convert(work, opset, upward=True))
 
 
 def downgrade(model: ModelT, opset: int = 16, *, lower_rest: bool = False) -> ModelT:
@@ -89,7 +86,7 @@ def downgrade(model: ModelT, opset: int = 16, *, lower_rest: bool = False) -> Mo
             LowerGridSamplePass(select=lambda _, spec: _blocker(spec, opset) is not None)(work)
         return _convert(work, opset, upward=False)
 
-    return _on_copy(model, run)
+    return on_copy(model, run)
 
 
 def _check_target(model, function: str, opset: int, allowed: tuple[int, ...]) -> None:
@@ -98,13 +95,6 @@ def _check_target(model, function: str, opset: int, allowed: tuple[int, ...]) ->
         raise TypeError(f"opset must be an int, not {type(opset).__name__}")
     if opset not in allowed:
         raise OpsetConversionError(f"opset {opset} is not one of {', '.join(map(str, allowed))}")
-
-
-def _on_copy(model: ModelT, convert: Callable[[ir.Model], ir.Model]) -> ModelT:
-    is_proto = isinstance(model, onnx.ModelProto)
-    proto = model if is_proto else ir.serde.serialize_model(model)
-    out = convert(ir.serde.deserialize_model(proto))
-    return ir.serde.serialize_model(out) if is_proto else out
 
 
 def _convert(work: ir.Model, target: int, *, upward: bool) -> ir.Model:
@@ -158,7 +148,7 @@ def _specs_as_run(model: ir.Model, count: int) -> list[list[GridSampleSpec]]:
 
 def _respell(model: ir.Model, target: int) -> None:
     """Spell every GridSample mode, and every function attribute feeding one, for ``target``."""
-    names = _SPELLINGS[target >= 20]
+    names = MODE_NAMES if target >= 20 else OPSET16_SPELLING  # old spelling -> new
     params = _mode_parameters(model)
     for node, _ in _nodes(model):
         for key in _mode_keys(node, params):
@@ -199,21 +189,8 @@ def _rename(attributes, key: str, names: dict[str, str]) -> None:
 
 def _nodes(model: ir.Model) -> Iterator[tuple[ir.Node, str]]:
     """Every node of the graph, its subgraphs and the functions, with where it lives."""
-    yield from _walk(model.graph, "main graph")
-    for function in model.functions.values():
-        yield from _walk(function, f"function {function.domain}::{function.name}")
-
-
-def _walk(graph, location: str) -> Iterator[tuple[ir.Node, str]]:
-    for node in graph:
+    for node, location, _ in located_nodes(model):
         yield node, location
-        for attr in node.attributes.values():
-            if attr.is_ref() or attr.type not in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS):
-                continue
-            subgraphs = [attr.value] if attr.type == ir.AttributeType.GRAPH else attr.value
-            label = f"{location} > {node.op_type} {node.name or '<unnamed>'!r} {attr.name}"
-            for sub in subgraphs:
-                yield from _walk(sub, label)
 
 
 def _onnx_nodes(model: ir.Model) -> Iterator[tuple[ir.Node, str]]:

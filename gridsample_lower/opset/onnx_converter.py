@@ -18,7 +18,7 @@ import re
 import onnx
 from onnx import helper
 
-from gridsample_lower.protos import graphs
+from gridsample_lower.graphs import graphs
 
 __all__ = ["OpsetConversionError", "convert_model", "onnx_opset"]
 

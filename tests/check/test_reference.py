@@ -10,7 +10,7 @@ import pytest
 from conftest import assert_close, gridsample_model, make_grid, run_onnx_reference, run_ort
 
 from gridsample_lower.check.reference import grid_sample
-from gridsample_lower.lowering.spec import ALIGN_CORNERS, MODES, PADDING_MODES
+from gridsample_lower.spec import ALIGN_CORNERS, MODES, PADDING_MODES
 
 _SHAPES_4D = ((2, 3, 5, 7), (2, 4, 6, 2))
 _SHAPES_5D = ((1, 2, 3, 4, 5), (1, 2, 3, 4, 3))

@@ -14,7 +14,7 @@ from onnx.reference.op_run import OpRun
 from gridsample_lower import lower, supported_specs
 from gridsample_lower.check.reference import grid_sample
 from gridsample_lower.lowering.costs import ROWS_MIN_CHANNELS
-from gridsample_lower.lowering.spec import ALIGN_CORNERS, MODES, PADDING_MODES, GridSampleSpec
+from gridsample_lower.spec import ALIGN_CORNERS, MODES, PADDING_MODES, GridSampleSpec
 
 PADDINGS = list(PADDING_MODES)
 

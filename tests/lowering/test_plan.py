@@ -19,8 +19,8 @@ from onnxscript import rewriter
 from gridsample_lower.lowering import costs
 from gridsample_lower.lowering.plan import plan_of
 from gridsample_lower.lowering.rule import GridSampleLowering
-from gridsample_lower.lowering.spec import GridSampleSpec
 from gridsample_lower.lowering.targets import get_target
+from gridsample_lower.spec import GridSampleSpec
 
 INT16, INT32, INT64 = "INT16", "INT32", "INT64"
 LINEAR, CUBIC, NEAREST = (
@@ -85,7 +85,7 @@ TABLE = [
     # BY_CHANNEL_MIN_VALUES = 2**21 gathered values below 33 channels
     ("8 x 4 x 65535", LINEAR, [1, 8, 16, 16], _points(65535), "onnxruntime", {"sum": "reduce_sum"}),
     ("8 x 4 x 65536", LINEAR, [1, 8, 16, 16], _points(65536), "onnxruntime", {"sum": "by_channel"}),
-    # BY_CHANNEL_WIDE_CHANNELS = 4 where the indices are int64 (symbolic sizes)
+    # BY_CHANNEL_INT64_CHANNELS = 4 where the indices are int64 (symbolic sizes)
     ("4, int64", LINEAR, [1, 4, "H", "W"], _points(64), "onnxruntime", {"sum": "by_channel"}),
     ("5, int64", LINEAR, [1, 5, "H", "W"], _points(64), "onnxruntime", {"sum": "reduce_sum"}),
     ("4, int32", LINEAR, [1, 4, 8, 8], _points(64), "onnxruntime", {"sum": "reduce_sum"}),

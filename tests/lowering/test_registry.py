@@ -26,7 +26,7 @@ from conftest import (
 
 from gridsample_lower import lower
 from gridsample_lower.lowering import registry
-from gridsample_lower.lowering.spec import GridSampleSpec
+from gridsample_lower.spec import GridSampleSpec
 
 # ONNX GridSample (https://onnx.ai/onnx/operators/onnx__GridSample.html), written out by hand:
 #   opset 16-19: mode bilinear | nearest | bicubic; X must be 4-D (2 spatial axes).

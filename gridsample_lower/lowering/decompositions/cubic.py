@@ -16,7 +16,7 @@ import onnx_ir as ir
 from gridsample_lower.lowering.emitter import Emitter
 from gridsample_lower.lowering.plan import Plan
 from gridsample_lower.lowering.sampling import Kernel, interpolate
-from gridsample_lower.lowering.spec import GridSampleSpec
+from gridsample_lower.spec import GridSampleSpec
 
 A = -0.75
 # Per tap (offsets -1, 0, 1, 2): the distance d = sign * t + shift, then Horner's coefficients.

@@ -10,7 +10,7 @@ import onnx_ir as ir
 from gridsample_lower.lowering.emitter import Emitter
 from gridsample_lower.lowering.plan import Plan
 from gridsample_lower.lowering.sampling import Kernel, interpolate
-from gridsample_lower.lowering.spec import GridSampleSpec
+from gridsample_lower.spec import GridSampleSpec
 
 
 def _weights(em: Emitter, x: ir.Value, x1: ir.Value, per_tap) -> ir.Value:

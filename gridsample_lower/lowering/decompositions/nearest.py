@@ -14,7 +14,7 @@ from gridsample_lower.lowering.emitter import Emitter
 from gridsample_lower.lowering.gathers import gather_and_combine
 from gridsample_lower.lowering.plan import Plan
 from gridsample_lower.lowering.sampling import grid_coordinates
-from gridsample_lower.lowering.spec import GridSampleSpec, compute_dtype
+from gridsample_lower.spec import GridSampleSpec, compute_dtype
 
 
 def nearest(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, plan: Plan) -> ir.Value:

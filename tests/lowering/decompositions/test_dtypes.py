@@ -10,7 +10,7 @@ from conftest import assert_close, gridsample_model, make_grid, run_ort, spec_mo
 from gridsample_lower import lower, supported_specs
 from gridsample_lower.check.reference import grid_sample
 from gridsample_lower.lowering.costs import ROWS_MIN_CHANNELS
-from gridsample_lower.lowering.spec import MODES
+from gridsample_lower.spec import MODES
 
 INTEGERS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
 HALVES = [np.float16, ml_dtypes.bfloat16]

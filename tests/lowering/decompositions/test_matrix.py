@@ -87,7 +87,7 @@ def test_channel_by_channel(spec, channels, batch, rng):
 def test_channel_by_channel_once_the_gather_moves_2_to_the_21(batch, points, by_channel, rng):
     """With 4 taps (2-D linear), GatherElements' few channels go one by one once the gather moves
     2**21 values or more (N x C x taps x points); below that, all at once."""
-    from gridsample_lower.lowering.spec import GridSampleSpec
+    from gridsample_lower.spec import GridSampleSpec
 
     spec = GridSampleSpec(2, "linear", "zeros", 0)
     x = rng.standard_normal((batch, 4, 9, 7)).astype(np.float32)
@@ -106,7 +106,7 @@ def test_channel_by_channel_with_int64_indices_and_up_to_4_channels(
 ):
     """Symbolic sizes make the indices int64, twice as costly to expand over the channels: up to
     4 channels are gathered one by one, for onnxruntime (MatMul sums their taps)."""
-    from gridsample_lower.lowering.spec import GridSampleSpec
+    from gridsample_lower.spec import GridSampleSpec
 
     spec = GridSampleSpec(2, "linear", padding, 0)
     x = rng.standard_normal((2, channels, 5, 6)).astype(np.float32)
@@ -137,7 +137,7 @@ def test_channels_last_rows_on_larger_maps(x_shape, points, tiled, mode, padding
     most 2**20 values, else by one Transpose; for onnxruntime, cubic sums its taps with one
     batched MatMul, and linear scales every row by one BatchNormalization and sums its taps
     with a MatMul by ones."""
-    from gridsample_lower.lowering.spec import GridSampleSpec
+    from gridsample_lower.spec import GridSampleSpec
 
     if padding == "zeros":  # the ring makes 16x32
         x_shape = (*x_shape[:2], x_shape[2] - 2, x_shape[3] - 2)
@@ -163,7 +163,7 @@ def test_linear_rows_scaled_by_batch_normalization(rank, padding, dtype, batch, 
     BatchNormalization and summed by a MatMul with ones, in the compute type (float64 for int32
     X near 2**30, which float32 would round); infinite and NaN pixels, and NaN, infinite and far
     grid values, give what the reference gives. Other targets never use BatchNormalization."""
-    from gridsample_lower.lowering.spec import GridSampleSpec
+    from gridsample_lower.spec import GridSampleSpec
 
     spec = GridSampleSpec(rank, "linear", padding, 0)
     shape = (2 if batch == "N" else batch, SCALED_MIN_CHANNELS, *[6, 5][:rank])
@@ -194,7 +194,7 @@ def test_rows_scaled_from_scaled_min_channels(channels, rng):
     """2-D linear for onnxruntime gathers rows from SCALED_MIN_CHANNELS channels (scaled at
     once), GatherElements below; the per-tap chain of the other targets only from
     ROWS_MIN_CHANNELS."""
-    from gridsample_lower.lowering.spec import GridSampleSpec
+    from gridsample_lower.spec import GridSampleSpec
 
     spec = GridSampleSpec(2, "linear", "zeros", 0)
     x = rng.standard_normal((1, channels, 8, 8)).astype(np.float32)
@@ -219,7 +219,7 @@ def test_rows_scaled_while_few_channels_gather_at_most_2_to_the_21(channels, poi
     """Below ROWS_MIN_CHANNELS rows are scaled at once while N x C x taps x points stays within
     SCALED_MAX_VALUES; past it, GatherElements goes channel by channel. With more channels
     they are scaled at any size."""
-    from gridsample_lower.lowering.spec import GridSampleSpec
+    from gridsample_lower.spec import GridSampleSpec
 
     spec = GridSampleSpec(2, "linear", "border", 0)
     x = rng.standard_normal((2, channels, 16, 16)).astype(np.float32)
@@ -235,7 +235,7 @@ def test_rows_scaled_while_few_channels_gather_at_most_2_to_the_21(channels, poi
 def test_taps_gathered_one_by_one_past_taps_max_values(rng):
     """One Gather of every tap would hold more than TAPS_MAX_VALUES values: cubic's taps are
     gathered and summed one by one instead, without MatMul."""
-    from gridsample_lower.lowering.spec import GridSampleSpec
+    from gridsample_lower.spec import GridSampleSpec
 
     spec = GridSampleSpec(2, "cubic", "border", 0)
     x = rng.standard_normal((1, 512, 5, 5)).astype(np.float32)
@@ -253,7 +253,7 @@ def test_3d_linear_rows_matmul_from_256_values_per_point(channels, padding, rng)
     """3-D linear gathers 8 taps: for onnxruntime its rows are summed by one MatMul once each
     point gathers 256 values (32 channels), with any more channels; else tap by tap or by
     GatherElements. The other targets never use MatMul (runtimes reduce its precision)."""
-    from gridsample_lower.lowering.spec import GridSampleSpec
+    from gridsample_lower.spec import GridSampleSpec
 
     spec = GridSampleSpec(3, "linear", padding, 1)
     x = rng.standard_normal((2, channels, 3, 4, 5)).astype(np.float32)
@@ -276,7 +276,7 @@ def test_far_out_of_range_grid(spec, rng):
 @pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
 def test_four_spatial_dims(mode, rng):
     """Rank 4 spatial (input rank 6) through the same rank-generic code."""
-    from gridsample_lower.lowering.spec import GridSampleSpec
+    from gridsample_lower.spec import GridSampleSpec
 
     spec = GridSampleSpec(4, mode, "reflection" if mode != "cubic" else "zeros", 0)
     x = rng.standard_normal((1, 2, 3, 2, 3, 2)).astype(np.float32)
@@ -292,7 +292,7 @@ def test_nearest_zeros_masks_or_reads_a_zero_slot(rank, points, rng):
     """Nearest with zeros padding: points outside X, NaN and infinite ones included, read a zero
     appended to X (Pad) while X is at most 4x the points (or either size is unknown), else are
     masked once gathered; X's own infinities and NaNs pass through untouched either way."""
-    from gridsample_lower.lowering.spec import GridSampleSpec
+    from gridsample_lower.spec import GridSampleSpec
 
     spec = GridSampleSpec(rank, "nearest", "zeros", 0)
     x = rng.standard_normal((2, 3, *[6] * rank)).astype(np.float32)
@@ -324,7 +324,7 @@ def test_infinite_edge_pixels_under_border_padding_far_outside(mode, dtype, rng)
     """Far outside X, border padding clamps every tap onto the edge pixel, weighted by the
     coordinate's own fraction: an infinite edge gives what onnxruntime gives (inf, NaN only
     where a weight is 0), not the NaN of a coordinate bounded to a whole number."""
-    from gridsample_lower.lowering.spec import GridSampleSpec
+    from gridsample_lower.spec import GridSampleSpec
 
     spec = GridSampleSpec(2, mode, "border", 0)
     x = rng.standard_normal((2, 3, 5, 4)).astype(dtype)

@@ -15,6 +15,7 @@ __all__ = [
     "ALIGN_CORNERS",
     "MODES",
     "MODE_NAMES",
+    "OPSET16_SPELLING",
     "PADDING_MODES",
     "GridSampleSpec",
     "UnsupportedGridSample",
@@ -25,11 +26,10 @@ MODES = ("linear", "nearest", "cubic")
 PADDING_MODES = ("zeros", "border", "reflection")
 ALIGN_CORNERS = (0, 1)
 
-# Opset 20 renamed the modes; both spellings mean the same thing.
-_OPSET16_NAMES = {"bilinear": "linear", "bicubic": "cubic", "nearest": "nearest"}
-_OPSET20_NAMES = {"linear": "linear", "cubic": "cubic", "nearest": "nearest"}
-# Every spelling of a mode, opset 16's and 20's: they mean the same at any opset.
-MODE_NAMES = {**{mode: mode for mode in MODES}, **_OPSET16_NAMES}
+# Opset 20 renamed the modes; both spellings mean the same thing. The one table of them:
+OPSET16_SPELLING = {"linear": "bilinear", "nearest": "nearest", "cubic": "bicubic"}
+# Every spelling of a mode, opset 16's and 20's, to opset 20's: the same at any opset.
+MODE_NAMES = {**{mode: mode for mode in MODES}, **{v: k for k, v in OPSET16_SPELLING.items()}}
 
 FLOAT_TYPES = frozenset(
     {ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE}
@@ -135,8 +135,7 @@ def spelling_matches_opset(node: ir.Node, opset: int) -> bool:
     attr = node.attributes.get("mode")
     if attr is None or attr.is_ref():
         return True
-    names = _OPSET16_NAMES if opset < 20 else _OPSET20_NAMES
-    return attr.value in names
+    return attr.value in (OPSET16_SPELLING.values() if opset < 20 else MODES)
 
 
 def compute_dtype(spec: GridSampleSpec) -> ir.DataType:

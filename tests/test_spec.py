@@ -9,7 +9,7 @@ from conftest import assert_close, gridsample_model, make_grid, run_ort
 
 from gridsample_lower import lower
 from gridsample_lower.check.reference import grid_sample
-from gridsample_lower.lowering.spec import (
+from gridsample_lower.spec import (
     GridSampleSpec,
     UnsupportedGridSample,
     compute_dtype,
