@@ -53,6 +53,35 @@ def test_openvino_target_keeps_native_4d_nodes(rng):
         assert_close(compiled({"X": x, "grid": grid})[compiled.outputs[0]], expected, "cubic")
 
 
+@pytest.mark.parametrize(
+    ("x_dtype", "grid_dtype", "kept"),
+    [
+        (np.float32, np.float64, True),  # TorchScript's Deformable DETR and Mask2Former
+        (np.float16, np.float64, True),
+        (np.float64, np.float64, False),  # OpenVINO computes it in float32: lowered
+    ],
+)
+def test_openvino_target_keeps_a_double_grid_it_runs(x_dtype, grid_dtype, kept, rng):
+    """OpenVINO runs float X with a double grid, which onnxruntime cannot: kept native."""
+    model = gridsample_model(
+        [1, 3, 7, 9], [1, 5, 4, 2], "linear", "zeros", 0, x_dtype=x_dtype, grid_dtype=grid_dtype
+    )
+    result = lower(model, target="openvino")
+    assert ([n.op_type for n in result.graph.node] == ["GridSample"]) == kept
+    x = rng.standard_normal((1, 3, 7, 9)).astype(x_dtype)
+    grid = make_grid(rng, (1, 5, 4, 2), dtype=grid_dtype)
+    compiled = ov.Core().compile_model(
+        ov.Core().read_model(result.SerializeToString(), b""),
+        "CPU",
+        {"INFERENCE_PRECISION_HINT": "f32"},
+    )
+    expected = grid_sample(x.astype(np.float64), grid.astype(np.float64), "linear", "zeros", 0)
+    actual = compiled({"X": x, "grid": grid})[compiled.outputs[0]]
+    # OpenVINO's CPU plugin computes double in float32, lowered or not: float32's tolerance.
+    tolerance_type = np.float32 if x_dtype == np.float64 else x_dtype
+    assert_close(actual.astype(tolerance_type), expected.astype(tolerance_type), "linear")
+
+
 @pytest.mark.parametrize("target", ["generic", "openvino"])
 @pytest.mark.parametrize(
     ("x_shape", "grid_shape", "mode"),
