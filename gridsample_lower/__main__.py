@@ -1,0 +1,5 @@
+"""``python -m gridsample_lower``: the command line, as ``gridsample-lower``."""
+
+from gridsample_lower.cli.main import main
+
+main(prog_name="gridsample-lower")
