@@ -8,6 +8,7 @@ integer X, size-1 axes under reflection); that kernel is itself checked in test_
 
 from __future__ import annotations
 
+import json
 import math
 import pathlib
 
@@ -27,6 +28,12 @@ from gridsample_lower.spec import GridSampleSpec
 
 # How onnxruntime refuses a GridSample its kernel lacks, when run (RuntimeException before 1.27).
 ORT_REFUSAL = (Fail, RuntimeException)
+
+
+def inspect_rows(stdout: str) -> list[dict]:
+    """The GridSample records of ``inspect --json``'s document (every model's, in order)."""
+    document = json.loads(stdout)
+    return [row for model in document["models"] for row in model.get("gridsamples", [])]
 
 
 def make_grid(rng, shape, *, far=False, dtype=np.float32):

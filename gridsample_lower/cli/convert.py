@@ -1,32 +1,53 @@
-"""``upgrade`` and ``downgrade``: convert a model's opset, GridSample respelled, then verified.
+"""``upgrade`` and ``downgrade``: convert models' opset, GridSample respelled, then verified.
 
 Thin shells over ``gridsample_lower.opset``. The converted model must pass the ONNX checker and
 the same numerical check as ``lower`` before anything is written; a refusal names the node and
-leaves no file behind.
+leaves no file behind. Many models at once as ``lower`` takes them (``batch``).
 """
 
 from __future__ import annotations
 
+import functools
 import pathlib
-from collections.abc import Callable
+import time
 
 import click
-import onnx
 import onnx_ir as ir
 
-from gridsample_lower.cli.common import MODEL_PATH, Failure, say, verify_options
-from gridsample_lower.cli.output import destination, open_source, output_options, verify_and_save
+from gridsample_lower.cli.batch import (
+    Outcome,
+    batch_options,
+    expand_inputs,
+    place_outputs,
+    refuse_in_out,
+    run,
+)
+from gridsample_lower.cli.common import MODEL_PATH, Failure, verify_options
+from gridsample_lower.cli.output import (
+    destination,
+    open_source,
+    output_options,
+    take_output_options,
+    verify_and_save,
+)
+from gridsample_lower.cli.summary import changes
 from gridsample_lower.lowering.inventory import find_gridsamples
 from gridsample_lower.opset import convert as opsets
 from gridsample_lower.opset.onnx_converter import onnx_opset
 
 __all__ = ["downgrade", "upgrade"]
 
-_IN = click.argument("model_path", metavar="IN", type=MODEL_PATH)
+_IN = click.argument("inputs", metavar="IN...", nargs=-1, required=True, type=MODEL_PATH)
 _NO_VERIFY = click.option(
     "--no-verify", is_flag=True, help="Skip the numerical check against the original."
 )
-_QUIET = click.option("-q", "--quiet", is_flag=True, help="Print errors only.")
+COLUMNS = {
+    "opset": lambda record: record.get("opset", ""),
+    "GridSample": lambda record: str(record.get("gridsample", "")),
+    "nodes": lambda record: record.get("nodes", ""),
+    "seconds": lambda record: str(record.get("seconds", "")),
+    "check": lambda record: record.get("check", ""),
+}
 
 
 def _opset_option(allowed: tuple[int, ...], default: int):
@@ -46,8 +67,8 @@ def _opset_option(allowed: tuple[int, ...], default: int):
 @_opset_option(opsets.UPGRADE_OPSETS, 20)
 @_NO_VERIFY
 @verify_options
-@_QUIET
-def upgrade(model_path, target, no_verify, quiet, **check) -> None:
+@batch_options
+def upgrade(inputs, target, no_verify, jobs, as_json, quiet, verbose, **check) -> None:
     """Convert IN to opset 20, 21 or 22 and write OUT, GridSample modes spelled linear/cubic.
 
     Other ops are converted by onnx's version converter; If/Loop/Scan bodies and model-local
@@ -55,11 +76,9 @@ def upgrade(model_path, target, no_verify, quiet, **check) -> None:
     and functions, metadata, names and the IR version are kept. A model already at the opset
     only has its spellings repaired: what `inspect` flags as "mode spelled for another opset".
     OUT is written only if it passes the ONNX checker and the check `lower` runs (same options),
-    and written as `lower` writes it (--in-place, --external-data).
+    and written as `lower` writes it (--in-place, --external-data, many models to -o DIR/).
     """
-    dest, source = _open(model_path, no_verify, check)
-    converted = _convert(model_path, opsets.upgrade, source.proto, target)
-    _finish(source, converted, dest, target, no_verify, quiet, check)
+    _run_all(inputs, "upgrade", {"opset": target}, no_verify, jobs, as_json, quiet, verbose, check)
 
 
 @click.command()
@@ -73,8 +92,10 @@ def upgrade(model_path, target, no_verify, quiet, **check) -> None:
 )
 @_NO_VERIFY
 @verify_options
-@_QUIET
-def downgrade(model_path, target, lower_rest, no_verify, quiet, **check) -> None:
+@batch_options
+def downgrade(
+    inputs, target, lower_rest, no_verify, jobs, as_json, quiet, verbose, **check
+) -> None:
     """Convert IN to opset 16-19 and write OUT, for runtimes that only know GridSample-16.
 
     Modes become bilinear/bicubic everywhere; other ops are converted down where ONNX allows
@@ -82,35 +103,67 @@ def downgrade(model_path, target, lower_rest, no_verify, quiet, **check) -> None
     the conversion with the node named, unless --lower-rest lowers exactly those nodes; so does
     any other op that cannot be expressed there. OUT is written only if it passes the ONNX
     checker and the check `lower` runs (same options), and written as `lower` writes it
-    (--in-place, --external-data).
+    (--in-place, --external-data, many models to -o DIR/).
     """
-    dest, source = _open(model_path, no_verify, check)
-    converted = _convert(model_path, opsets.downgrade, source.proto, target, lower_rest=lower_rest)
-    _finish(source, converted, dest, target, no_verify, quiet, check)
+    arguments = {"opset": target, "lower_rest": lower_rest}
+    _run_all(inputs, "downgrade", arguments, no_verify, jobs, as_json, quiet, verbose, check)
 
 
-def _convert(model_path: pathlib.Path, convert: Callable[..., onnx.ModelProto], *args, **kwargs):
-    """``convert(*args, **kwargs)``, its refusal turned into a one-line failure."""
+def _run_all(inputs, direction, arguments, no_verify, jobs, as_json, quiet, verbose, check):
+    refuse_in_out(inputs, check["output"])
+    models = expand_inputs(inputs)
+    output, written = take_output_options(check, verifying=not no_verify, models=len(models))
+    if no_verify and check["report_path"]:
+        raise click.UsageError("--report needs the check: drop --no-verify")
+    work = functools.partial(
+        convert_one,
+        direction=direction,
+        arguments=arguments,
+        written=written,
+        check=check,
+        no_verify=no_verify,
+        quiet=quiet or as_json or len(models) > 1,
+        verbose=verbose,
+    )
+    outputs = place_outputs(models, output)
+    run(work, models, outputs, jobs=jobs, as_json=as_json, quiet=quiet, columns=COLUMNS)
+
+
+def convert_one(
+    model_path: pathlib.Path,
+    output: pathlib.Path | None,
+    *,
+    direction: str,
+    arguments: dict,
+    written: dict,
+    check: dict,
+    no_verify: bool,
+    quiet: bool,
+    verbose: bool,
+) -> Outcome:
+    """Convert one model's opset and write it; what happened, as lines and a record."""
+    start = time.perf_counter()
+    dest = destination(model_path, output, **written)
+    source = open_source(model_path, dest, verifying=not no_verify)
     try:
-        return convert(*args, **kwargs)
+        converted = getattr(opsets, direction)(source.proto, **arguments)
     except opsets.OpsetConversionError as error:
         raise Failure(f"{model_path}: {error}") from None
-
-
-def _open(model_path, no_verify: bool, options: dict):
-    """The destination (its options popped from ``options``) and the model to convert."""
-    dest = destination(model_path, options, verifying=not no_verify)
-    if no_verify and options["report_path"]:
-        raise click.UsageError("--report needs the check: drop --no-verify")
-    return dest, open_source(model_path, dest, verifying=not no_verify)
-
-
-def _finish(source, converted, dest, target, no_verify, quiet, check) -> None:
-    """Check ``converted`` numerically against the source, write it (full checker), report."""
-    verdict = verify_and_save(source, converted, dest, no_verify, quiet, check, full_check=True)
-    left = len(find_gridsamples(ir.serde.deserialize_model(converted)))
-    say(
-        quiet,
-        f"wrote {dest.path}: opset {onnx_opset(source.proto.opset_import)} -> {target}, "
-        f"{left} GridSample, {verdict}",
+    verdict = verify_and_save(
+        source, converted, dest, no_verify, quiet, check, full_check=True, verbose=verbose
     )
+    left = len(find_gridsamples(ir.serde.deserialize_model(converted)))
+    opset = f"{onnx_opset(source.proto.opset_import)} -> {arguments['opset']}"
+    change = changes(source, converted, dest.path)
+    record = {
+        "output": str(dest.path),
+        "opset": opset,
+        "gridsample": left,
+        **change,
+        "seconds": round(time.perf_counter() - start, 2),
+        "check": "not verified" if no_verify else "verified",
+        "verdict": verdict,
+        "summary": f"opset {opset}, {left} GridSample",
+    }
+    line = f"wrote {dest.path}: opset {opset}, {left} GridSample, {verdict}"
+    return Outcome(model_path, 0, [line], record)

@@ -1,28 +1,51 @@
-"""``gridsample-lower lower``: lower the GridSample nodes of a model, check, and write it."""
+"""``gridsample-lower lower``: lower the GridSample nodes of models, check, and write them."""
 
 from __future__ import annotations
 
-import click
-import onnx_ir as ir
+import functools
+import pathlib
+import time
 
-import gridsample_lower
+import click
+
+from gridsample_lower.cli.batch import (
+    Outcome,
+    batch_options,
+    expand_inputs,
+    place_outputs,
+    refuse_in_out,
+    run,
+)
 from gridsample_lower.cli.choices import selection_options
-from gridsample_lower.cli.common import MODEL_PATH, Failure, say, verify_options
+from gridsample_lower.cli.common import MODEL_PATH, Failure, verify_options
 from gridsample_lower.cli.output import (
     copy_unchanged,
     destination,
     open_source,
     output_options,
+    take_output_options,
     verify_and_save,
 )
-from gridsample_lower.lowering.inventory import find_gridsamples
+from gridsample_lower.cli.summary import changes, kept_nodes
+from gridsample_lower.lowering.api import lower_with_report
 from gridsample_lower.lowering.options import LoweringOptions
+from gridsample_lower.spec import UnsupportedGridSample
 
 __all__ = ["lower"]
 
+# The batch table's columns, from each model's record (--json has all of it).
+COLUMNS = {
+    "lowered": lambda record: str(sum(record["lowered"].values())),
+    "kept": lambda record: str(len(record["kept"])),
+    "nodes": lambda record: record.get("nodes", "-"),
+    "size": lambda record: record.get("size", "-"),
+    "seconds": lambda record: str(record.get("seconds", "")),
+    "check": lambda record: record.get("check", ""),
+}
+
 
 @click.command()
-@click.argument("model_path", metavar="IN", type=MODEL_PATH)
+@click.argument("inputs", metavar="IN...", nargs=-1, required=True, type=MODEL_PATH)
 @output_options
 @selection_options
 @click.option(
@@ -32,8 +55,8 @@ __all__ = ["lower"]
 )
 @click.option("--no-verify", is_flag=True, help="Skip the numerical check against the original.")
 @verify_options
-@click.option("-q", "--quiet", is_flag=True, help="Print errors only.")
-def lower(model_path, as_functions, no_verify, quiet, **options) -> None:
+@batch_options
+def lower(inputs, as_functions, no_verify, jobs, as_json, quiet, verbose, **options) -> None:
     """Lower the GridSample nodes in IN (graph, subgraphs, functions) and write OUT.
 
     By default every GridSample is lowered; --target keeps what a runtime runs natively and
@@ -46,23 +69,70 @@ def lower(model_path, as_functions, no_verify, quiet, **options) -> None:
     IN must pass the ONNX checker (--no-check: go on anyway), and so must OUT. OUT is written
     to a temporary file and renamed when complete; IN is never modified unless --in-place.
     Weights in external files stay external (in OUT.data, or the file --external-data names).
+
+    Many models at once: several IN, a folder (its *.onnx) or a quoted glob, with -o DIR/
+    (or --in-place); --jobs N works on N at a time; one table (or --json) ends the run, and
+    the exit code is the worst model's.
     """
+    from gridsample_lower.lowering.options import LoweringOptions
+
+    refuse_in_out(inputs, options["output"])
+    models = expand_inputs(inputs)
     lowering = LoweringOptions.take(options, as_functions=as_functions)
-    dest = destination(model_path, options, verifying=not no_verify)
-    check = options
-    if no_verify and check["report_path"]:
+    output, written = take_output_options(options, verifying=not no_verify, models=len(models))
+    if no_verify and options["report_path"]:
         raise click.UsageError("--report needs the check: drop --no-verify")
+    lowering.selection()  # bad choices fail once, before any model is read
+    work = functools.partial(
+        lower_one,
+        lowering=lowering,
+        written=written,
+        check=options,
+        no_verify=no_verify,
+        quiet=quiet or as_json or len(models) > 1,
+        verbose=verbose,
+    )
+    outputs = place_outputs(models, output)
+    run(work, models, outputs, jobs=jobs, as_json=as_json, quiet=quiet, columns=COLUMNS)
+
+
+def lower_one(
+    model_path: pathlib.Path,
+    output: pathlib.Path | None,
+    *,
+    lowering: LoweringOptions,
+    written: dict,
+    check: dict,
+    no_verify: bool,
+    quiet: bool,
+    verbose: bool,
+) -> Outcome:
+    """Lower one model and write it; what happened, as lines and a record (prints nothing)."""
+    start = time.perf_counter()
+    dest = destination(model_path, output, **written)
     source = open_source(model_path, dest, verifying=not no_verify)
     try:
-        lowered, report = gridsample_lower.lower_with_report(source.proto, lowering)
-    except (gridsample_lower.UnsupportedGridSample, ValueError) as error:
+        lowered, report = lower_with_report(source.proto, lowering)
+    except (UnsupportedGridSample, ValueError) as error:
         raise Failure(f"{model_path}: {error}") from None
+    kept = kept_nodes(lowered if report else source.proto, lowering.selection())
+    record = {"output": str(dest.path), "lowered": dict(sorted(report.items())), "kept": kept}
     if not report:
-        kept = len(find_gridsamples(ir.serde.deserialize_model(source.proto)))
-        what = f"nothing to lower ({kept} GridSample kept)" if kept else "no GridSample"
-        say(quiet, f"{what} in {model_path}; {copy_unchanged(source, dest)}")
-        return
-    verdict = verify_and_save(source, lowered, dest, no_verify, quiet, check)
-    for label, count in sorted(report.items()):
-        say(quiet, f"{count} x {label}")
-    say(quiet, f"wrote {dest.path}: {sum(report.values())} GridSample lowered, {verdict}")
+        what = f"nothing to lower ({len(kept)} GridSample kept)" if kept else "no GridSample"
+        done = copy_unchanged(source, dest)
+        record.update(check="-", summary=what, seconds=round(time.perf_counter() - start, 2))
+        return Outcome(model_path, 0, [f"{what} in {model_path}; {done}"], record)
+    verdict = verify_and_save(source, lowered, dest, no_verify, quiet, check, verbose=verbose)
+    seconds = time.perf_counter() - start
+    change = changes(source, lowered, dest.path)
+    lowered_count = sum(report.values())
+    checked = "not verified" if no_verify else "verified"
+    record.update(change, seconds=round(seconds, 2), check=checked, verdict=verdict)
+    record["summary"] = f"{lowered_count} GridSample lowered, nodes {change['nodes']}"
+    lines = [f"{count} x {label}" for label, count in sorted(report.items())]
+    lines.append(f"nodes {change['nodes']}, size {change['size']}, {seconds:.1f} s")
+    if change["ops_added"]:
+        lines.append("ops added: " + ", ".join(change["ops_added"]))
+    lines += [f"kept {item}" for item in kept]
+    lines.append(f"wrote {dest.path}: {lowered_count} GridSample lowered, {verdict}")
+    return Outcome(model_path, 0, lines, record)

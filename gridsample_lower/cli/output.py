@@ -18,7 +18,6 @@ import click
 import onnx
 
 from gridsample_lower.cli.common import (
-    MODEL_PATH,
     Failure,
     check_report,
     checkable,
@@ -35,6 +34,7 @@ __all__ = [
     "Destination",
     "copy_unchanged",
     "destination",
+    "take_output_options",
     "open_source",
     "output_options",
     "save",
@@ -73,7 +73,12 @@ class Destination:
 
 
 _OUTPUT_OPTIONS = [
-    click.option("-o", "--output", type=MODEL_PATH, help="Where to write the result."),
+    click.option(
+        "-o",
+        "--output",
+        type=click.Path(),  # a str: "DIR/" keeps its slash, which says "into this folder"
+        help="Where to write the result: a file, or a folder (DIR/) for any number of models.",
+    ),
     click.option(
         "--in-place",
         is_flag=True,
@@ -100,19 +105,40 @@ def output_options(command):
     return command
 
 
-def destination(model_path: pathlib.Path, options: dict, *, verifying: bool) -> Destination:
-    """The Destination of ``output_options``' values, popped from ``options``; usage checked.
+def take_output_options(options: dict, *, verifying: bool, models: int) -> tuple[str | None, dict]:
+    """-o, and the other ``output_options``' values for ``destination``, popped from ``options``.
 
-    The --report path, if any, stays in ``options`` (read here to be checked with the rest).
+    Checked once for every model. The --report path stays in ``options``; it is read here to
+    be checked with the rest.
     """
-    output, in_place, external_data, no_check = (options.pop(key) for key in OUTPUT_KEYS)
-    if output is None and not in_place:
-        raise click.UsageError("give -o OUT, or --in-place to write over IN")
+    values = {key: options.pop(key) for key in OUTPUT_KEYS}
+    output = values.pop("output")
+    if output is None and not values["in_place"]:
+        raise click.UsageError("give -o OUT (or -o DIR/), or --in-place to write over IN")
+    if values["in_place"] and output is not None and models > 1:
+        raise click.UsageError("--in-place writes over each IN: drop -o")
+    if values["no_check"] and not verifying:
+        raise click.UsageError("--no-check needs the numerical check: drop --no-verify")
+    if models > 1 and options.get("report_path") is not None:
+        raise click.UsageError("--report takes one model; --json reports on all of them")
+    if models > 1 and values["external_data"] is not None:
+        raise click.UsageError("--external-data names one file: give one model")
+    values["report"] = options.get("report_path")
+    return output, values
+
+
+def destination(
+    model_path: pathlib.Path,
+    output: pathlib.Path | None,
+    *,
+    in_place: bool,
+    external_data: str | None,
+    no_check: bool,
+    report: pathlib.Path | None,
+) -> Destination:
+    """Where one model's result goes: ``output``, or over ``model_path`` with --in-place."""
     if in_place and output is not None and output.resolve() != model_path.resolve():
         raise click.UsageError("--in-place writes over IN: drop -o")
-    if no_check and not verifying:
-        raise click.UsageError("--no-check needs the numerical check: drop --no-verify")
-    report = options.get("report_path")
     return Destination(output or model_path, in_place, external_data, not no_check, report)
 
 
@@ -159,6 +185,7 @@ def verify_and_save(
     check: dict,
     *,
     full_check: bool = False,
+    verbose: bool = False,
 ) -> str:
     """Check ``rewritten`` against ``source`` numerically, then save it; returns the verdict.
 
@@ -182,6 +209,8 @@ def verify_and_save(
         raise Failure(f"{source.path}: {result.summary()}; nothing written", exit_code=1)
     save(source, rewritten, dest, full_check=full_check)
     write_report(dest.report, result)
+    if verbose and not quiet:
+        click.echo(result.table())
     return "\n".join([result.summary(), *result.note_lines()])  # the notes: what was checked
 
 

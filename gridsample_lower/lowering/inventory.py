@@ -17,6 +17,7 @@ import onnx_ir as ir
 from gridsample_lower.graphs import located_nodes
 from gridsample_lower.runtime import onnxruntime_runs
 from gridsample_lower.spec import (
+    OPSET16_SPELLING,
     GridSampleSpec,
     UnsupportedGridSample,
     spelling_matches_opset,
@@ -57,21 +58,28 @@ class Site:
         return spelling_matches_opset(self.node, self.opset)
 
     def describe(self) -> dict[str, object]:
-        """A row for ``inspect``: plain strings and numbers, stable keys."""
+        """A record for ``inspect``: stable keys, each always of one JSON type (or null).
+
+        ``mode`` is spelled as stored (bilinear at opset 16, the opset's default if absent);
+        ``spelling_ok`` is False where it is spelled for the other side of opset 20.
+        """
         spec = self.spec
-        attr = {k: self.node.attributes.get(k) for k in ("mode", "padding_mode", "align_corners")}
+        attrs = {k: self.node.attributes.get(k) for k in ("mode", "padding_mode", "align_corners")}
         return {
             "name": self.name,
             "location": self.location,
             "opset": self.opset,
             "rank": spec.rank if spec else None,
-            "mode": spec.mode if spec else _attr_text(attr["mode"]),
-            "padding_mode": spec.padding_mode if spec else _attr_text(attr["padding_mode"]),
-            "align_corners": spec.align_corners if spec else _attr_text(attr["align_corners"]),
+            "mode": _stored(
+                attrs["mode"], OPSET16_SPELLING["linear"] if self.opset < 20 else "linear"
+            ),
+            "padding_mode": _stored(attrs["padding_mode"], "zeros"),
+            "align_corners": spec.align_corners if spec else _stored_int(attrs["align_corners"]),
             "X": self.x_type,
             "grid": self.grid_type,
             "onnxruntime_native": bool(spec and onnxruntime_runs(spec) and self.spelling_ok),
             "lowerable": spec is not None,
+            "spelling_ok": self.spelling_ok,
             "problem": self.problem
             or ("" if self.spelling_ok else "mode spelled for another opset"),
         }
@@ -149,10 +157,17 @@ def type_text(value: ir.Value | None) -> str:
     return f"{dtype}[{','.join(dims)}]"
 
 
-def _attr_text(attr: ir.Attr | None) -> object:
+def _stored(attr: ir.Attr | None, default: str) -> str:
+    """An attribute's text as stored: the default if absent, @name if a function's parameter."""
     if attr is None:
-        return "(default)"
-    return f"@{attr.ref_attr_name}" if attr.is_ref() else attr.value
+        return default
+    return f"@{attr.ref_attr_name}" if attr.is_ref() else str(attr.value)
+
+
+def _stored_int(attr: ir.Attr | None) -> int | None:
+    if attr is None:
+        return 0
+    return None if attr.is_ref() or not isinstance(attr.value, int) else attr.value
 
 
 def name_unnamed(model: ir.Model, sites) -> None:

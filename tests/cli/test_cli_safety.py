@@ -83,7 +83,13 @@ def test_unreadable_files(tmp_path, command, kind):
         command, [path, "-o", tmp_path / "o.onnx"]
     )
     result = run(command, *args)
-    assert_refused(result, 2, str(path), FILES[kind])
+    # A folder is a batch of its *.onnx files, for every command but verify.
+    reason = (
+        "a folder with no .onnx file"
+        if kind == "directory" and command != "verify"
+        else FILES[kind]
+    )
+    assert_refused(result, 2, str(path), reason)
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
@@ -174,7 +180,7 @@ def test_the_real_command_has_no_traceback(tmp_path):
 @pytest.mark.parametrize(
     "args,message",
     [
-        ([], "give -o OUT, or --in-place"),
+        ([], "give -o OUT (or -o DIR/), or --in-place"),
         (["-o", "other.onnx", "--in-place"], "--in-place writes over IN: drop -o"),
         (["-o", "o.onnx", "--no-check", "--no-verify"], "--no-check needs the numerical check"),
     ],
@@ -186,7 +192,14 @@ def test_output_usage_errors(inline, args, message):
     assert len(result.stderr.splitlines()) == 1
 
 
-@pytest.mark.parametrize("out,message", [(".", "is a directory"), ("no/o.onnx", "does not exist")])
+def test_a_folder_output_is_written_into(inline):
+    """-o DIR means "into this folder", under IN's name: here that is IN itself."""
+    result = run("lower", inline, "-o", inline.parent)
+    assert_refused(result, 2, "is the input; --in-place writes over it")
+    assert [p.name for p in inline.parent.iterdir()] == ["m.onnx"]
+
+
+@pytest.mark.parametrize("out,message", [("no/o.onnx", "does not exist")])
 def test_unwritable_destinations(inline, out, message):
     result = run("lower", inline, "-o", inline.parent / out)
     assert_refused(result, 2, message)

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from conftest import assert_close, gridsample_model, make_grid, run_ort
+from conftest import assert_close, gridsample_model, inspect_rows, make_grid, run_ort
 from test_main import cli
 
 from gridsample_lower.check.reference import grid_sample
@@ -86,7 +84,7 @@ def test_inspect_flags_a_misspelled_mode_and_upgrade_repairs_it(tmp_path, rng):
     (mode,) = [a for a in model.graph.node[0].attribute if a.name == "mode"]
     mode.s = b"linear"  # what onnxruntime rejects at opset 16
     onnx.save(model, src)
-    (row,) = [json.loads(line) for line in cli("inspect", src, "--json").stdout.splitlines()]
+    (row,) = inspect_rows(cli("inspect", src, "--json").stdout)
     assert row["problem"] == "mode spelled for another opset"
     result = cli("upgrade", src, "-o", out, "--samples", "1")
     assert result.returncode == 0, result.stderr

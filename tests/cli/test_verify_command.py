@@ -12,12 +12,12 @@ import numpy as np
 import onnx
 import pytest
 from click.testing import CliRunner
-from conftest import gridsample_model, needs_real_sizes, two_warps
-from gridsample_lower.cli.common import Progress
-from gridsample_lower.cli.main import main
+from conftest import gridsample_model, inspect_rows, needs_real_sizes, two_warps
 from test_main import EXAMPLE, cli
 
 from gridsample_lower import lower
+from gridsample_lower.cli.common import Progress
+from gridsample_lower.cli.main import main
 
 
 def in_process(*args):
@@ -210,4 +210,5 @@ def test_inspect_says_onnxruntime_runs_float16(tmp_path):
         path,
     )
     result = in_process("inspect", path, "--json")
-    assert result.exit_code == 0 and json.loads(result.stdout)["onnxruntime_native"] is True
+    (row,) = inspect_rows(result.stdout)
+    assert result.exit_code == 0 and row["onnxruntime_native"] is True

@@ -1,0 +1,73 @@
+"""What a rewrite did to a model, for people: nodes before and after, ops added, size, kept."""
+
+from __future__ import annotations
+
+import collections
+import pathlib
+
+import onnx
+import onnx_ir as ir
+
+from gridsample_lower.files.model_io import ModelFile
+from gridsample_lower.graphs import graphs
+from gridsample_lower.lowering.inventory import find_gridsamples, inferred_types, name_unnamed
+from gridsample_lower.lowering.selection import Selection
+
+__all__ = ["changes", "kept_nodes"]
+
+
+def changes(source: ModelFile, result: onnx.ModelProto, written: pathlib.Path) -> dict:
+    """Node count ``A -> B``, the op types new in ``result``, and the files' size before/after."""
+    before, after = _op_counts(source.proto), _op_counts(result)
+    added = sorted(op for op in after if op not in before)
+    size_before = sum(path.stat().st_size for path in source.files)
+    size_after = sum(path.stat().st_size for path in _written_files(written))
+    return {
+        "nodes": f"{sum(before.values())} -> {sum(after.values())}",
+        "ops_added": added,
+        "size": f"{_size(size_before)} -> {_size(size_after)}",
+        "bytes": [size_before, size_after],
+    }
+
+
+def kept_nodes(model: onnx.ModelProto, selection: Selection) -> list[str]:
+    """Each GridSample left in ``model``, named, with why it was kept."""
+    graph = ir.serde.deserialize_model(model)
+    kept = []
+    with inferred_types(graph):
+        sites = find_gridsamples(graph)
+        name_unnamed(graph, sites)
+        for site in sites:
+            if site.spec is None:
+                why = site.problem or "cannot be lowered"
+            else:
+                why = selection.why_kept(site.node.name, site.spec, site.node) or "refused"
+            kept.append(f"{site.name} ({why})")
+    return kept
+
+
+def _op_counts(model: onnx.ModelProto) -> collections.Counter[str]:
+    roots = [model.graph, *model.functions]
+    return collections.Counter(
+        node.op_type for root in roots for g in graphs(root) for node in g.node
+    )
+
+
+def _written_files(path: pathlib.Path) -> list[pathlib.Path]:
+    """The model file and the external data files it names beside it."""
+    files = [path]
+    model = onnx.load(path, load_external_data=False)
+    for root in [model.graph, *model.functions]:
+        for graph in graphs(root):
+            for tensor in getattr(graph, "initializer", ()):  # (a function has none)
+                for entry in tensor.external_data:
+                    if entry.key == "location":
+                        files.append(path.parent / entry.value)
+    return sorted(set(files), key=str)
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("MB", 1e6), ("kB", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count} B"
