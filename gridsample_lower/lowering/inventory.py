@@ -28,6 +28,7 @@ __all__ = [
     "find_gridsamples",
     "inferred_types",
     "is_gridsample",
+    "lend_inferred_types",
     "name_unnamed",
     "type_text",
 ]
@@ -110,6 +111,16 @@ def find_gridsamples(model: ir.Model, *, infer: bool = False) -> list[Site]:
 @contextlib.contextmanager
 def inferred_types(model: ir.Model) -> Iterator[None]:
     """Lend inferred types and shapes to GridSample inputs that have none, then take them back."""
+    lent = lend_inferred_types(model)
+    try:
+        yield
+    finally:
+        for value, old_type, old_shape in lent:
+            value.type, value.shape = old_type, old_shape
+
+
+def lend_inferred_types(model: ir.Model) -> list[tuple[ir.Value, object, object]]:
+    """Give GridSample inputs that have no type or shape the inferred ones; returns what was."""
     nodes = [
         node for node in ir.traversal.RecursiveGraphIterator(model.graph) if is_gridsample(node)
     ]
@@ -130,11 +141,7 @@ def inferred_types(model: ir.Model) -> Iterator[None]:
                     value.type = value.type or source.type
                     value.shape = value.shape or source.shape
                     untyped.discard(value)
-    try:
-        yield
-    finally:
-        for value, old_type, old_shape in lent:
-            value.type, value.shape = old_type, old_shape
+    return lent
 
 
 def _infer(model: ir.Model) -> ir.Model:

@@ -158,7 +158,8 @@ def _apply_rule(
     """
     roots = [model.graph, *model.functions.values()]
     unnamed = [n for r in roots for n in ir.traversal.RecursiveGraphIterator(r) if not n.name]
-    count = rewriter.RewriteRuleSet([gridsample_rule(select, target)]).apply_to_model(model)
+    rule = gridsample_rule(select, target, warn=False)  # refusals were raised or reported
+    count = rewriter.RewriteRuleSet([rule]).apply_to_model(model)
     for node in unnamed:
         node.name = ""
     for root in roots:

@@ -11,12 +11,14 @@ rule cannot do alone (functions, shape inference, naming, a report).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import onnx_ir as ir
 from onnxscript import rewriter
 
 from gridsample_lower.lowering.emitter import Emitter
+from gridsample_lower.lowering.inventory import lend_inferred_types
 from gridsample_lower.lowering.plan import Plan, node_plan
 from gridsample_lower.lowering.registry import lookup
 from gridsample_lower.lowering.selection import selects
@@ -40,27 +42,38 @@ class GridSampleLowering(rewriter.RewriteRuleClassBase):
         select: Callable[[str, GridSampleSpec], bool] | None = None,
         target: Target | str = "generic",
         planner: Callable[[GridSampleSpec, ir.Node, Target], Plan] = node_plan,
+        warn: bool = True,
     ) -> None:
         super().__init__(name=RULE_NAME)
         self.select = select
         self.target = get_target(target)
         self.planner = planner  # (tests force a plan's forms through it)
+        self.warn = warn  # (the pass has already said why, or raised)
 
     def pattern(self, op, x, grid):
         return op.GridSample(x, grid, _allow_other_attributes=True, _outputs=["y"])
 
     def check(self, context, x: ir.Value, grid: ir.Value, y: ir.Value, **_) -> rewriter.MatchResult:
         result = rewriter.MatchResult()
+        node = y.producer()
+        if any(v is not None and (v.type is None or v.shape is None) for v in (x, grid)):
+            lend_inferred_types(context.model)  # kept: the rewrite reads the same shapes
         try:
-            spec = GridSampleSpec.from_node(y.producer())
+            spec = GridSampleSpec.from_node(node)
         except UnsupportedGridSample as error:
-            return result.fail(error.reason, y.producer())
-        if self.select is not None and not selects(self.select, y.producer(), spec):
-            return result.fail(f"{spec.label} is not selected", y.producer())
-        plan = self.planner(spec, y.producer(), self.target)
+            return self._decline(result, node, error.reason)
+        if self.select is not None and not selects(self.select, node, spec):
+            return result.fail(f"{spec.label} is not selected", node)  # (asked for: no warning)
+        plan = self.planner(spec, node, self.target)
         if plan.refusal:  # decided here, where strict=False can still leave the node in place
-            return result.fail(plan.refusal, y.producer())
+            return self._decline(result, node, plan.refusal)
         return result
+
+    def _decline(self, result: rewriter.MatchResult, node: ir.Node, reason: str):
+        """Fail the match, and say so: a rule that silently does nothing misleads."""
+        if self.warn:
+            warnings.warn(f"gridsample_rule left GridSample {node.name!r}: {reason}", stacklevel=2)
+        return result.fail(reason, node)
 
     def rewrite(self, op, x: ir.Value, grid: ir.Value, y: ir.Value, **_) -> ir.Value:
         node = y.producer()
@@ -76,11 +89,17 @@ class GridSampleLowering(rewriter.RewriteRuleClassBase):
 def gridsample_rule(
     select: Callable[[str, GridSampleSpec], bool] | None = None,
     target: Target | str = "generic",
+    *,
+    warn: bool = True,
 ) -> rewriter.RewriteRule:
     """The rule, ready for ``onnxscript.rewriter.rewrite`` or a ``RewriteRuleSet``.
+
+    Inputs without a type or shape get the inferred ones (onnx shape inference on the model).
+    A GridSample it cannot lower is left in place with a ``UserWarning`` that says why.
 
     Args:
         select: If given, only the GridSample nodes it accepts (by name and spec) are lowered.
         target: The target whose ops the lowered graph may use (see ``targets.TARGETS``).
+        warn: Warn for each GridSample left in place (not for those ``select`` leaves).
     """
-    return GridSampleLowering.rule(select, target)
+    return GridSampleLowering.rule(select, target, warn=warn)
