@@ -107,7 +107,7 @@ class InputPlan:
     def far_grid(self) -> bool:
         """Whether a given grid value lands 2**23 pixels or more away on X's longest axis.
 
-        onnxruntime's float-to-integer conversion of such coordinates overflows (README, Safety).
+        onnxruntime's float-to-integer conversion of such coordinates overflows (docs/safety.md).
         """
         magnitudes = (np.abs(self.given[name].astype(np.float64)) for name in self._grids)
         return any(m.max(initial=0) >= self._far for m in magnitudes)

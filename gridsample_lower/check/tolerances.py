@@ -2,8 +2,9 @@
 
 Nearest moves values and must be exact. Linear and cubic may differ by the rounding of a
 different summation order. Each bound is 10x the largest error ``bench/measure_tolerances.py``
-measured against a float64 oracle (figures in README), or for the halves, whose errors are
-flips of the last bit (float32 and float64 sums rounded to neighbours), one unit in the last place.
+measured against a float64 oracle (figures in docs/semantics.md), or for the halves, whose
+errors are flips of the last bit (float32 and float64 sums rounded to neighbours), one unit in
+the last place.
 Integers truncate a float result, so a value within rounding of an integer may land one apart.
 A pair (atol, rtol) accepts ``|actual - expected| <= atol + rtol * |expected|``.
 """

@@ -76,8 +76,8 @@ def passes_nan(spec: GridSampleSpec) -> bool:
     """Whether ``source_coordinate`` lets a NaN coordinate through, so that its taps are NaN.
 
     Linear and cubic weights turn NaN on their own, whatever the padding; nearest with zeros
-    padding masks the point. Nearest's border and reflection read a defined pixel (README,
-    Semantics), so they replace NaN with one Where per axis.
+    padding masks the point. Nearest's border and reflection read a defined pixel
+    (docs/semantics.md), so they replace NaN with one Where per axis.
     """
     return spec.mode != "nearest" or spec.padding_mode == "zeros"
 
@@ -113,7 +113,7 @@ def tap_indices(
 
     The positions are exact integers in [0, L-1], still in float. The mask (zeros padding
     only) is True where the tap lies inside the axis.
-    Reflection of an integer tap t (README, Semantics): align_corners=1 reflects about 0 and L-1:
+    Reflection of an integer tap t (docs/semantics.md): align_corners=1 reflects about 0 and L-1:
     ``m = |t| mod 2(L-1)``, ``t' = min(m, 2(L-1) - m)``; align_corners=0 reflects about -0.5 and
     L-0.5: the same on ``|t + 0.5|`` with period 2L, then minus 0.5. Exact, since
     ``source_coordinate`` has already brought the taps within a period or two of the axis.

@@ -2,8 +2,8 @@
 
 The numbers are ``bench/run.py``'s, timed against onnxruntime's own kernel on this machine's
 kind of CPU (2 cores, 1 thread). ``plan.plan_of`` asks these predicates; ``STRATEGIES`` says in
-words when each form is taken, and README's table of strategies is generated from it
-(``tests/lowering/test_plan.py`` checks both against the plan).
+words when each form is taken, and docs/lowered-graph.md's table of strategies is generated
+from it (``tests/lowering/test_plan.py`` checks both against the plan).
 Unknown sizes count as one point per pixel, a symbolic batch as one sample.
 """
 
@@ -319,7 +319,7 @@ STRATEGIES = [
 
 
 def strategy_table() -> str:
-    """README's table of strategies, from ``STRATEGIES``."""
+    """The table of strategies in docs/lowered-graph.md, from ``STRATEGIES``."""
     lines = ["| plan field | form | when |", "|---|---|---|"]
     lines += [f"| {s.choice} | {s.form} | {s.when} |" for s in STRATEGIES]
     return "\n".join(lines)

@@ -1,6 +1,6 @@
 """The interpolation all modes share: grid to coordinates, kernels' weights, and the ring.
 
-Layout (README, The lowered graph): per-axis tensors are shaped ``(N, T_1..T_r, O_1..O_r)``:
+Layout (docs/lowered-graph.md): per-axis tensors are shaped ``(N, T_1..T_r, O_1..O_r)``:
 batch first, one tap axis per spatial axis (T long on its own axis, 1 on the others), the
 output points innermost and planar. Adding the per-axis tensors broadcasts to all K = T**r tap
 combinations, which ``gathers.gather_and_combine`` fetches and sums as the ``Plan`` says.
@@ -82,7 +82,7 @@ def interpolate(
     its weights are NaN, while its taps stay in range. Zeros padding reads its outside taps from
     the plan's ring of zeros around X (``_zero_ring``), or masks their weights where onnxruntime
     cannot pad X: integers, which have no infinities, and bfloat16 (an infinite pixel beside a
-    dropped tap then gives NaN: README, Semantics). A ring as wide as the kernel clamps only
+    dropped tap then gives NaN: docs/semantics.md). A ring as wide as the kernel clamps only
     each point's first tap (``ring_base``, ``plan.per_point``); a ring of one clamps every tap.
     """
     r, ct = spec.rank, compute_dtype(spec)
@@ -118,7 +118,7 @@ def _zero_ring(em: Emitter, x: ir.Value, spec: GridSampleSpec, width: int) -> ir
 
     Masking the weights instead would give inf * 0 = NaN where an outside tap is clamped onto an
     infinite pixel; the reference reads 0 there. With few channels the copy costs less than the
-    masks did; with many, or an X much larger than the output, 5-35% more (README, Performance).
+    masks did; with many, or an X much larger than the output, 5-35% more (docs/performance.md).
     """
     r = spec.rank
     padded = em.Pad(x, em.const([0, 0, *[width] * r, 0, 0, *[width] * r], INT64))

@@ -208,9 +208,9 @@ def _text(value) -> str:
 
 
 def test_readme_strategies_are_the_plans():
-    """README shows ``costs.strategy_table()``, and every form it names is one the plan takes
+    """docs/lowered-graph.md shows ``costs.strategy_table()``; every form it names is one the plan takes
     in the table above; every gather, sum and ring the plan takes there is named."""
-    readme = (pathlib.Path(__file__).parents[2] / "README.md").read_text()
+    readme = (pathlib.Path(__file__).parents[2] / "docs" / "lowered-graph.md").read_text()
     assert costs.strategy_table() in readme, (
         "run: python -c 'from gridsample_lower.lowering.costs import strategy_table; print(strategy_table())'"
     )
