@@ -130,11 +130,11 @@ def plan_of(
     rows, why["gather"] = _choose_gather(spec, given, taps, target)
     if "gather" in force:
         rows, why["gather"] = force.pop("gather") == "rows", "forced"
-    ring, why["ring"] = _choose_ring(spec, rows)
+    ring, why["ring"] = _choose_ring(spec, rows, target)
     gathered = given.padded(ring)  # what the index types and the copy are judged by
     sample_type, index_type, why["index_type"] = _choose_index_types(gathered, rows, target)
     masks = spec.mode == "nearest" and spec.padding_mode == "zeros"
-    zero_slot, why["zero_slot"] = _choose_zero_slot(spec, gathered, masks, rows)
+    zero_slot, why["zero_slot"] = _choose_zero_slot(spec, gathered, masks, rows, target)
     if "zero_slot" in force:
         zero_slot, why["zero_slot"] = bool(force.pop("zero_slot")) and masks, "forced"
     per_point = ring > 0 and not rows
@@ -159,7 +159,7 @@ def plan_of(
         per_point=per_point,
         masks=masks,
         zero_slot=zero_slot,
-        slot_by_pad=spec.x_dtype in PAD_TYPES,
+        slot_by_pad=spec.x_dtype in PAD_TYPES and target.allows("Pad"),
         flat_in_float=flat_in_float,
         position_type=position_type,
         sample_type=sample_type,
@@ -201,8 +201,10 @@ def _choose_sum(
     return "reduce_sum", "every tap of every channel in one GatherElements, one ReduceSum"
 
 
-def _choose_ring(spec: GridSampleSpec, rows: bool) -> tuple[int, str]:
+def _choose_ring(spec: GridSampleSpec, rows: bool, target: Target) -> tuple[int, str]:
     ring = ring_width(spec, rows)
+    if ring and not target.allows("Pad"):  # (an infinite pixel beside a masked tap: NaN)
+        return 0, f"no Pad on the {target.name} target (it defeats the gather): weights masked"
     if ring:
         return ring, "zeros padding: outside taps read zeros, exact beside infinite pixels"
     if spec.mode != "nearest" and spec.padding_mode == "zeros":
@@ -226,7 +228,7 @@ def _choose_index_types(
 
 
 def _choose_zero_slot(
-    spec: GridSampleSpec, sizes: costs.Sizes, masks: bool, rows: bool
+    spec: GridSampleSpec, sizes: costs.Sizes, masks: bool, rows: bool, target: Target
 ) -> tuple[bool, str]:
     """Whether masked points read a zero appended to X rather than being zeroed once gathered.
 
@@ -240,6 +242,8 @@ def _choose_zero_slot(
         return False, ""
     if spec.x_dtype not in WHERE_TYPES:
         return True, f"onnxruntime's Where has no {spec.x_dtype.name.lower()}"
+    if not target.allows("Pad"):
+        return False, f"the {target.name} target appends nothing to X: a Where masks the values"
     if rows:
         return False, "appending a row would copy the channels-last copy again"
     if sizes.spatial is None or sizes.points is None:

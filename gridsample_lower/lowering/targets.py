@@ -219,6 +219,25 @@ TARGETS: dict[str, Target] = {
             index_dtype=ir.DataType.INT32,
         ),
         Target(
+            "tract",
+            "tract: lower everything (its GridSample is 30-75x slower), row Gathers, int32 "
+            "indices, no BatchNormalization (tract takes only constant parameters)",
+            avoids=ONNXRUNTIME_ONLY | {"GatherElements"},
+            index_dtype=ir.DataType.INT32,
+        ),
+        Target(
+            "iree",
+            "IREE llvm-cpu: lower everything (its GridSample is wrong outside [-1, 1]), row "
+            "Gathers (GatherElements 1.5-3x slower), MatMul sums (float32 there)",
+            avoids=frozenset({"GatherElements"}),
+        ),
+        Target(
+            "tinygrad",
+            "tinygrad (no GridSample): row Gathers of X unpadded (a Pad before a gather "
+            "makes it a one-hot sum over every pixel there, 500x slower)",
+            avoids=ONNXRUNTIME_ONLY | {"Pad", "GatherElements"},
+        ),
+        Target(
             "int32",
             "NNAPI and NPUs that want int32 gather indices everywhere",
             avoids=ONNXRUNTIME_ONLY,

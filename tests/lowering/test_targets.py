@@ -55,6 +55,10 @@ MUST_AVOID = {
         "BatchNormalization",
     },
     "int32": {"MatMul", "BatchNormalization"},
+    # tract takes only constant BatchNormalization parameters ("Params are not const").
+    "tract": {"BatchNormalization"},
+    "iree": set(),
+    "tinygrad": set(),
 }
 
 

@@ -1,0 +1,495 @@
+"""Run an ONNX model on tract, IREE (llvm-cpu), TVM (relax, llvm) and tinygrad (CPU/clang).
+
+One function per runtime, same signature::
+
+    run_tract(model, feeds)    -> list[np.ndarray]
+    run_iree(model, feeds)     -> list[np.ndarray]
+    run_tvm(model, feeds)      -> list[np.ndarray]
+    run_tinygrad(model, feeds) -> list[np.ndarray]
+
+``model`` is an ``onnx.ModelProto``, serialized bytes, or a path; ``feeds`` maps graph-input names
+to numpy arrays (every non-initializer input). Outputs come back in graph-output order.
+
+Each runtime is set to ONE thread (import this module before the runtimes, or at least before
+their first run): tract runs single-threaded unless given a thread pool; IREE uses the
+``local-sync`` driver (no worker threads); TVM gets ``TVM_NUM_THREADS=1`` and its thread pool is
+configured to 1; tinygrad gets ``NUM_CPU_THREADS=1`` (+ ``THREADS=0`` for its CPU renderer).
+
+Caching: compiled artifacts are kept per (model bytes, options[, input shapes]) in-process, so a
+pytest suite compiles each model once. ``prepare_<runtime>`` returns the compiled callable alone
+(for timing: ``fn = prepare_tvm(model); fn(feeds)``), without timing the conversion.
+
+Symbolic dims: tract, IREE and TVM compile a model whose inputs have symbolic dims as is
+(``static=False``, the default) and run it at any concrete size; ``static=True`` first pins every
+input to the shapes/dtypes of ``feeds`` (tract: input facts; IREE/TVM: the model's input shapes
+are rewritten) and caches per shape. tinygrad always runs at the feeds' sizes (its runner binds
+symbolic dims on first call), so it is cached per input shape.
+
+The runtimes are imported lazily: a missing one only fails its own function.
+Everything a runtime prints while converting or compiling (TVM's C++ warnings, IREE's
+diagnostics) is captured at file-descriptor level and attached to the exception on failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import pathlib
+import tempfile
+import threading
+from collections.abc import Callable, Mapping, Sequence
+
+os.environ.setdefault("TVM_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("NUM_CPU_THREADS", "1")  # tinygrad: kernels' thread count
+os.environ.setdefault("THREADS", "0")  # tinygrad CPU renderers: no threads at all
+os.environ.setdefault("PARALLEL", "0")  # tinygrad: no parallel compile/beam workers
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+
+__all__ = [
+    "RUNNERS",
+    "RuntimeFailure",
+    "clear_caches",
+    "prepare_iree",
+    "prepare_tinygrad",
+    "prepare_tract",
+    "prepare_tvm",
+    "run_iree",
+    "run_tinygrad",
+    "run_tract",
+    "run_tvm",
+]
+
+Feeds = Mapping[str, np.ndarray]
+Prepared = Callable[[Feeds], list]
+_CACHE: dict[tuple, Prepared] = {}
+_LOCK = threading.Lock()
+_WORKDIR = pathlib.Path(tempfile.mkdtemp(prefix="gs_runners_"))
+
+
+class RuntimeFailure(RuntimeError):
+    """A runtime refused or failed to convert, compile or run a model (``stage`` says which)."""
+
+    def __init__(self, runtime: str, stage: str, error: BaseException, captured: str = ""):
+        self.runtime, self.stage, self.error, self.captured = runtime, stage, error, captured
+        text = f"{type(error).__name__}: {error}"
+        super().__init__(f"{runtime} {stage}: {_first_lines(text, 12)}")
+
+
+def _first_lines(text: str, n: int) -> str:
+    lines = [line for line in str(text).splitlines() if line.strip()]
+    return "\n".join(lines[:n]) + ("\n..." if len(lines) > n else "")
+
+
+@contextlib.contextmanager
+def _quiet():
+    """Redirect fds 1 and 2 to a temp file (C++ logging writes there); yields a reader."""
+    captured = {"text": ""}
+    with tempfile.TemporaryFile(mode="w+b") as sink:
+        saved = [os.dup(1), os.dup(2)]
+        try:
+            import sys
+
+            sys.stdout.flush(), sys.stderr.flush()
+            os.dup2(sink.fileno(), 1)
+            os.dup2(sink.fileno(), 2)
+            try:
+                yield captured
+            finally:
+                sys.stdout.flush(), sys.stderr.flush()
+                os.dup2(saved[0], 1)
+                os.dup2(saved[1], 2)
+                sink.seek(0)
+                captured["text"] = sink.read().decode(errors="replace")
+        finally:
+            for fd in saved:
+                os.close(fd)
+
+
+def _stage(runtime: str, stage: str, fn: Callable, *args, **kwargs):
+    if stage == "run":  # no fd redirection on the hot path (it costs ~ms per call)
+        try:
+            return fn(*args, **kwargs)
+        except Exception as error:  # noqa: BLE001
+            raise RuntimeFailure(runtime, stage, error) from error
+    with _quiet() as out:
+        try:
+            return fn(*args, **kwargs)
+        except RuntimeFailure:
+            raise
+        except Exception as error:  # noqa: BLE001 - every refusal becomes a RuntimeFailure
+            failure = error
+            import gc
+            import traceback
+
+            traceback.clear_frames(error.__traceback__)  # frames' locals (TVM's BlockBuilder) die
+            gc.collect()  # TVM's half-built BlockBuilder warns when collected: do it while quiet
+    raise RuntimeFailure(runtime, stage, failure, out["text"]) from failure
+
+
+# ---------------------------------------------------------------- model handling
+
+
+def _proto(model) -> onnx.ModelProto:
+    if isinstance(model, onnx.ModelProto):
+        return model
+    if isinstance(model, (bytes, bytearray)):
+        return onnx.load_from_string(bytes(model))
+    return onnx.load(str(model))
+
+
+def _bytes(model) -> bytes:
+    if isinstance(model, (bytes, bytearray)):
+        return bytes(model)
+    if isinstance(model, onnx.ModelProto):
+        return model.SerializeToString()
+    return pathlib.Path(model).read_bytes()
+
+
+def _key(runtime: str, data: bytes, *extra) -> tuple:
+    return (runtime, hashlib.sha1(data).hexdigest(), *extra)
+
+
+def _input_names(proto: onnx.ModelProto) -> list[str]:
+    inits = {i.name for i in proto.graph.initializer}
+    return [i.name for i in proto.graph.input if i.name not in inits]
+
+
+def _shapes_of(feeds: Feeds) -> tuple:
+    return tuple(
+        sorted((k, np.asarray(v).shape, np.asarray(v).dtype.str) for k, v in feeds.items())
+    )
+
+
+def _pin_shapes(proto: onnx.ModelProto, feeds: Feeds) -> onnx.ModelProto:
+    """A copy whose graph inputs have the feeds' static shapes (outputs' symbolic dims cleared)."""
+    pinned = onnx.ModelProto()
+    pinned.CopyFrom(proto)
+    for value in pinned.graph.input:
+        if value.name not in feeds:
+            continue
+        shape = value.type.tensor_type.shape
+        shape.ClearField("dim")
+        for size in np.asarray(feeds[value.name]).shape:
+            shape.dim.add().dim_value = int(size)
+    for value in pinned.graph.output:
+        for dim in value.type.tensor_type.shape.dim:
+            if not dim.HasField("dim_value"):
+                dim.ClearField("dim_param")
+    return pinned
+
+
+def _ordered(proto: onnx.ModelProto, feeds: Feeds) -> list[np.ndarray]:
+    names = _input_names(proto)
+    missing = [n for n in names if n not in feeds]
+    if missing:
+        raise KeyError(f"missing feeds: {missing}")
+    return [np.ascontiguousarray(feeds[n]) for n in names]
+
+
+def _cached(key: tuple, build: Callable[[], Prepared]) -> Prepared:
+    with _LOCK:
+        if key in _CACHE:
+            return _CACHE[key]
+    prepared = build()
+    with _LOCK:
+        _CACHE[key] = prepared
+    return prepared
+
+
+def clear_caches() -> None:
+    with _LOCK:
+        _CACHE.clear()
+
+
+# ---------------------------------------------------------------- tract
+
+
+def prepare_tract(model, feeds: Feeds | None = None, *, static: bool = False) -> Prepared:
+    """tract: loaded from a file (the bindings take a path), then optimized and made runnable.
+
+    ``static``: set each input fact to ``"d0,d1,...,<type>"`` from ``feeds`` before analysis.
+    Symbolic input facts are kept otherwise (tract's TDim symbols), and the runnable takes any size.
+    """
+    import tract
+
+    data = _bytes(model)
+    proto = _proto(model)
+    extra = _shapes_of(feeds) if static else ()
+    key = _key("tract", data, static, extra)
+
+    def build() -> Prepared:
+        path = _WORKDIR / f"{key[1]}.onnx"
+        path.write_bytes(data)
+
+        def load():
+            inference = tract.onnx().load(str(path))
+            if static:
+                names = [inference.input_name(i) for i in range(inference.input_count())]
+                for i, name in enumerate(names):
+                    arr = np.asarray(feeds[name])
+                    dims = ",".join(str(d) for d in arr.shape)
+                    fact = (
+                        f"{dims},{_TRACT_TYPES[arr.dtype.str[1:]]}"
+                        if dims
+                        else _TRACT_TYPES[arr.dtype.str[1:]]
+                    )
+                    inference.set_input_fact(i, fact)
+            return inference.into_model().into_runnable()
+
+        runnable = _stage("tract", "load/optimize", load)
+
+        def run(feeds_: Feeds) -> list:
+            inputs = _ordered(proto, feeds_)
+            outs = _stage("tract", "run", runnable.run, inputs)
+            return [o.to_numpy() for o in outs]
+
+        run.runnable = runnable  # for profile_json
+        return run
+
+    return _cached(key, build)
+
+
+_TRACT_TYPES = {
+    "f4": "f32",
+    "f2": "f16",
+    "f8": "f64",
+    "i4": "i32",
+    "i8": "i64",
+    "u1": "u8",
+    "i1": "i8",
+    "b1": "bool",
+    "i2": "i16",
+    "u2": "u16",
+}
+
+
+def _tract_aborts(proto: onnx.ModelProto, feeds: Feeds) -> str:
+    """Why tract would abort the whole process on this model, or "".
+
+    tract 0.23.9 panics across the FFI on a cubic GridSample that is not 2-D ("Bicubic
+    interpolation only supports 2D spatial dimensions"): such a model is refused first.
+    """
+    for node in proto.graph.node:
+        if node.op_type != "GridSample":
+            continue
+        mode = next((a.s.decode() for a in node.attribute if a.name == "mode"), "linear")
+        x = np.asarray(feeds.get(node.input[0], np.zeros((1, 1, 1, 1))))
+        if mode in ("cubic", "bicubic") and x.ndim != 4:
+            return f"tract would abort the process: {x.ndim - 2}-D cubic GridSample"
+    return ""
+
+
+def run_tract(model, feeds: Feeds, *, static: bool = False) -> list[np.ndarray]:
+    proto = _proto(model)
+    refusal = _tract_aborts(proto, feeds)
+    if refusal:
+        raise RuntimeFailure("tract", "refused", NotImplementedError(refusal))
+    return prepare_tract(model, feeds, static=static)(feeds)
+
+
+# ---------------------------------------------------------------- IREE
+
+
+def _iree_mlir(proto: onnx.ModelProto) -> str:
+    """What ``iree-import-onnx`` does: shape inference with data propagation, then import."""
+    from iree.compiler import ir
+    from iree.compiler.extras import onnx_importer
+
+    inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
+    context = ir.Context()
+    info = onnx_importer.ModelInfo(inferred)
+    module = info.create_module(context=context).operation
+    importer = onnx_importer.NodeImporter.define_function(info.main_graph, module)
+    importer.import_all()
+    module.verify()
+    return module.get_asm(assume_verified=True)
+
+
+IREE_FLAGS = ["--iree-llvmcpu-target-cpu=host"]
+
+
+def prepare_iree(
+    model, feeds: Feeds | None = None, *, static: bool = False, flags: Sequence[str] = ()
+) -> Prepared:
+    """IREE: ONNX -> torch-mlir (onnx_importer) -> vmfb for llvm-cpu -> ``local-sync`` context.
+
+    Dynamic dims compile to a module with dynamic shapes (no ``static`` needed).
+    """
+    import iree.compiler as ireec
+    import iree.runtime as ireert
+
+    proto = _proto(model)
+    if static:
+        proto = _pin_shapes(proto, feeds)
+    data = proto.SerializeToString()
+    key = _key("iree", data, tuple(flags))
+
+    def build() -> Prepared:
+        asm = _stage("iree", "import", _iree_mlir, proto)
+        vmfb = _stage(
+            "iree",
+            "compile",
+            ireec.compile_str,
+            asm,
+            target_backends=["llvm-cpu"],
+            input_type="onnx",
+            extra_args=[*IREE_FLAGS, *flags],
+        )
+
+        def load():
+            config = ireert.Config("local-sync")
+            context = ireert.SystemContext(config=config)
+            vm_module = ireert.VmModule.copy_buffer(context.instance, vmfb)
+            context.add_vm_module(vm_module)
+            return context.modules[vm_module.name][proto.graph.name or "main_graph"]
+
+        function = _stage("iree", "load", load)
+
+        def run(feeds_: Feeds) -> list:
+            inputs = _ordered(proto, feeds_)
+            result = _stage("iree", "run", function, *inputs)
+            results = result if isinstance(result, (list, tuple)) else [result]
+            return [np.asarray(r.to_host() if hasattr(r, "to_host") else r) for r in results]
+
+        run.vmfb = vmfb
+        return run
+
+    return _cached(key, build)
+
+
+def run_iree(model, feeds: Feeds, *, static: bool = False) -> list[np.ndarray]:
+    return prepare_iree(model, feeds, static=static)(feeds)
+
+
+# ---------------------------------------------------------------- TVM
+
+
+_TVM_TARGET = None
+
+
+def _tvm_target():
+    global _TVM_TARGET
+    if _TVM_TARGET is None:
+        import tvm
+
+        _TVM_TARGET = tvm.target.Target(
+            {"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu()}
+        )
+        # 1 thread (TVM_NUM_THREADS is read when the pool starts; this fixes it if it already did)
+        config = tvm.get_global_func("runtime.config_threadpool", allow_missing=True)
+        if config is not None:
+            config(1, 1)
+    return _TVM_TARGET
+
+
+def prepare_tvm(model, feeds: Feeds | None = None, *, static: bool = False) -> Prepared:
+    """TVM relax: ``from_onnx`` -> DecomposeOpsForInference + LegalizeOps -> ``tvm.compile`` (llvm).
+
+    Symbolic dims become relax ``tir.Var``s; the compiled VM takes any concrete size.
+    """
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.onnx import from_onnx
+
+    proto = _proto(model)
+    if static:
+        proto = _pin_shapes(proto, feeds)
+    data = proto.SerializeToString()
+    key = _key("tvm", data)
+
+    def build() -> Prepared:
+        target = _tvm_target()
+        mod = _stage("tvm", "import", from_onnx, proto, keep_params_in_input=False)
+
+        def compile_():
+            lowered = relax.transform.DecomposeOpsForInference()(mod)
+            lowered = relax.transform.LegalizeOps()(lowered)
+            return tvm.compile(lowered, target=target)
+
+        executable = _stage("tvm", "compile", compile_)
+        vm = _stage("tvm", "load", relax.VirtualMachine, executable, tvm.cpu())
+        main = vm["main"]
+
+        def run(feeds_: Feeds) -> list:
+            inputs = [tvm.runtime.tensor(a) for a in _ordered(proto, feeds_)]
+            result = _stage("tvm", "run", main, *inputs)
+            results = list(result) if isinstance(result, (list, tuple, tvm.ir.Array)) else [result]
+            return [r.numpy() for r in results]
+
+        run.vm = vm
+        return run
+
+    return _cached(key, build)
+
+
+def run_tvm(model, feeds: Feeds, *, static: bool = False) -> list[np.ndarray]:
+    return prepare_tvm(model, feeds, static=static)(feeds)
+
+
+# ---------------------------------------------------------------- tinygrad
+
+
+def prepare_tinygrad(model, feeds: Feeds, *, jit: bool = False) -> Prepared:
+    """tinygrad: ``OnnxRunner`` (its own protobuf parser; builds the graph per call, lazily).
+
+    Cached per input shapes: the runner binds symbolic dims and caches Shape-derived constants
+    on first call. ``jit``: wrap the call in ``TinyJit`` (captures kernels after 2 calls; what
+    a timing loop wants; needs identical input shapes on every call).
+    """
+    from tinygrad import Tensor, TinyJit
+    from tinygrad.nn.onnx import OnnxRunner
+
+    data = _bytes(model)
+    proto = _proto(model)
+    key = _key("tinygrad", data, _shapes_of(feeds), jit)
+    outputs = [o.name for o in proto.graph.output]
+
+    def build() -> Prepared:
+        path = _WORKDIR / f"{key[1]}.onnx"
+        path.write_bytes(data)
+        runner = _stage("tinygrad", "load", OnnxRunner, str(path))
+
+        def call(**inputs):
+            out = runner(inputs)
+            return [out[name].realize() for name in outputs]
+
+        step = TinyJit(call) if jit else call
+
+        def run(feeds_: Feeds) -> list:
+            inputs = {k: Tensor(np.ascontiguousarray(v)).realize() for k, v in feeds_.items()}
+            result = _stage("tinygrad", "run", step, **inputs)
+            return [r.numpy() for r in result]
+
+        def timer(feeds_: Feeds) -> Callable[[], None]:
+            """A zero-argument call for timing: inputs realized once, no copy back, synchronized."""
+            from tinygrad import Device
+
+            inputs = {k: Tensor(np.ascontiguousarray(v)).realize() for k, v in feeds_.items()}
+            device = Device[Device.DEFAULT]
+
+            def call() -> None:
+                step(**inputs)
+                device.synchronize()
+
+            return call
+
+        run.timer = timer
+        return run
+
+    return _cached(key, build)
+
+
+def run_tinygrad(model, feeds: Feeds) -> list[np.ndarray]:
+    return prepare_tinygrad(model, feeds)(feeds)
+
+
+RUNNERS: dict[str, Callable[..., list[np.ndarray]]] = {
+    "tract": run_tract,
+    "iree": run_iree,
+    "tvm": run_tvm,
+    "tinygrad": run_tinygrad,
+}

@@ -1,0 +1,157 @@
+"""Lowered models run on the runtimes that lack GridSample (or get it wrong), and match the truth.
+
+tract, IREE (llvm-cpu), TVM (relax, llvm) and tinygrad (CPU, compiled with clang), through
+``gridsample_lower.check.runtimes``; OpenVINO has its own file. Every target is run on each, over
+a set of configurations that covers every rank 1-3, mode, padding and align_corners, with static
+shapes, symbolic ones, and float16 where the runtime takes it. The truth is onnxruntime's kernel
+where it runs the original, else the numpy reference. Where a runtime fails on a form, the case
+is an expected failure that names the runtime's bug (strict: it must go on failing).
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import os
+import shutil
+
+import numpy as np
+import pytest
+from conftest import assert_close, make_grid, oracle
+
+from gridsample_lower import lower
+from gridsample_lower.lowering.plan import plan_of
+from gridsample_lower.lowering.targets import TARGETS
+from gridsample_lower.models import gridsample_model
+from gridsample_lower.spec import GridSampleSpec
+
+RUNTIMES = {"tract": "tract", "iree": "iree.runtime", "tvm": "tvm", "tinygrad": "tinygrad"}
+CONFIGS = list(
+    itertools.product(
+        ("linear", "nearest", "cubic"), PADDINGS := ("zeros", "border", "reflection"), (0, 1)
+    )
+)
+X_SIZES = {1: [7], 2: [5, 6], 3: [4, 5, 6]}
+OUT_SIZES = {1: [5], 2: [4, 3], 3: [3, 2, 4]}
+
+
+def _cases() -> list[tuple[str, GridSampleSpec, str]]:
+    """Each target with 3 configurations, one per rank, rotating so that the 9 targets x 3
+    cover all 18 (mode, padding, align_corners) at every rank twice over; plus symbolic shapes."""
+    cases = []
+    for t, target in enumerate(TARGETS):
+        for rank in (1, 2, 3):
+            mode, padding, align = CONFIGS[(2 * t + 7 * rank) % len(CONFIGS)]
+            cases.append((target, GridSampleSpec(rank, mode, padding, align), "static"))
+        mode, padding, align = CONFIGS[(5 * t + 3) % len(CONFIGS)]
+        cases.append((target, GridSampleSpec(1 + t % 3, mode, padding, align), "symbolic"))
+    return cases
+
+
+CASES = _cases()
+
+
+def _known_failure(runtime: str, target: str, spec: GridSampleSpec, shapes: str) -> str:
+    """Why ``runtime`` fails this case today (a bug or limit of the runtime, named), or ""."""
+    x_shape, grid_shape = _shapes(spec, shapes)
+    plan = plan_of(spec, x_shape, grid_shape, TARGETS[target])
+    if runtime == "tract" and plan.sum == "scaled":
+        return "tract takes only constant BatchNormalization parameters (this target scales rows)"
+    if shapes == "symbolic" and runtime == "tract":
+        return "tract 0.23.9 cannot infer Flatten's shape from a product of symbols ('square of symbols')"
+    if shapes == "symbolic" and runtime == "tvm":
+        return "TVM 0.27's relax ONNX frontend: ReduceProd cannot take a ShapeExpr input"
+    if shapes == "symbolic" and runtime == "iree" and spec.mode == "cubic":
+        return "IREE 3.13 fails at run time on cubic with symbolic sizes: 'mismatching contracting dimension'"
+    if shapes == "symbolic" and runtime == "iree" and spec.rank == 1 and spec.mode == "nearest":
+        return "IREE 3.13 gives rank-1 nearest with symbolic sizes the wrong output shape"
+    return ""
+
+
+def _runner(runtime: str):
+    """The runtime's runner; a missing runtime skips, or fails where CI requires them all."""
+    required = os.environ.get("GRIDSAMPLE_REQUIRE_RUNTIMES") == "1"
+    missing = ""
+    try:
+        importlib.import_module(RUNTIMES[runtime])
+    except ImportError as error:
+        missing = f"{runtime} is not installed ({error}): pip install -e '.[test]'"
+    if runtime == "tinygrad" and not shutil.which("clang"):
+        missing = "tinygrad's CPU backend needs clang: apt-get install clang"
+    if missing:
+        (pytest.fail if required else pytest.skip)(missing)
+    from gridsample_lower.check import runtimes
+
+    return runtimes.RUNNERS[runtime]
+
+
+def _shapes(spec: GridSampleSpec, shapes: str) -> tuple[list, list]:
+    """X's and the grid's shapes as the model declares them."""
+    if shapes == "symbolic":
+        x = ["N", 3, *[f"d{a}" for a in range(spec.rank)]]
+        return x, ["N", *[f"o{a}" for a in range(spec.rank)], spec.rank]
+    return [2, 3, *X_SIZES[spec.rank]], [2, *OUT_SIZES[spec.rank], spec.rank]
+
+
+def _run_case(runtime, target, spec, shapes, dtype, rng):
+    run = _runner(runtime)
+    x_shape, out = [2, 3, *X_SIZES[spec.rank]], [2, *OUT_SIZES[spec.rank], spec.rank]
+    declared_x, declared_grid = _shapes(spec, shapes)
+    model = gridsample_model(
+        declared_x,
+        declared_grid,
+        spec.mode,
+        spec.padding_mode,
+        spec.align_corners,
+        x_dtype=dtype,
+        grid_dtype=dtype,
+    )
+    lowered = lower(model, target=target, lower_all=True)
+    assert all(node.op_type != "GridSample" for node in lowered.graph.node)
+    x = rng.standard_normal(x_shape).astype(dtype)
+    grid = make_grid(rng, out, far=True, dtype=dtype)
+    (actual,) = run(lowered, {"X": x, "grid": grid})
+    expected = oracle(spec, x.astype(np.float32), grid.astype(np.float32)).astype(dtype)
+    assert_close(actual, expected, spec.mode)
+
+
+def _params(runtime: str, cases):
+    params = []
+    for target, spec, shapes in cases:
+        why = _known_failure(runtime, target, spec, shapes)
+        marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
+        label = f"{target}-{spec.label}-{shapes}".replace(" ", "-")
+        params.append(pytest.param(target, spec, shapes, marks=marks, id=label))
+    return params
+
+
+@pytest.mark.parametrize(("target", "spec", "shapes"), _params("tract", CASES))
+def test_tract(target, spec, shapes, rng):
+    _run_case("tract", target, spec, shapes, np.float32, rng)
+
+
+@pytest.mark.parametrize(("target", "spec", "shapes"), _params("iree", CASES))
+def test_iree(target, spec, shapes, rng):
+    _run_case("iree", target, spec, shapes, np.float32, rng)
+
+
+@pytest.mark.parametrize(("target", "spec", "shapes"), _params("tvm", CASES))
+def test_tvm(target, spec, shapes, rng):
+    _run_case("tvm", target, spec, shapes, np.float32, rng)
+
+
+@pytest.mark.parametrize(("target", "spec", "shapes"), _params("tinygrad", CASES))
+def test_tinygrad(target, spec, shapes, rng):
+    _run_case("tinygrad", target, spec, shapes, np.float32, rng)
+
+
+HALF = [
+    ("generic", GridSampleSpec(2, mode, "zeros", 0), "static")
+    for mode in ("linear", "nearest", "cubic")
+]
+
+
+@pytest.mark.parametrize("runtime", list(RUNTIMES))
+@pytest.mark.parametrize(("target", "spec", "shapes"), _params("any", HALF))
+def test_float16(runtime, target, spec, shapes, rng):
+    _run_case(runtime, target, spec, shapes, np.float16, rng)
