@@ -61,6 +61,7 @@ __all__ = [
     "run_tinygrad",
     "run_tract",
     "run_tvm",
+    "versions",
 ]
 
 Feeds = Mapping[str, np.ndarray]
@@ -493,3 +494,22 @@ RUNNERS: dict[str, Callable[..., list[np.ndarray]]] = {
     "tvm": run_tvm,
     "tinygrad": run_tinygrad,
 }
+
+
+def versions() -> dict[str, str]:
+    """Each runtime's installed version ("missing" where it is not installed)."""
+    from importlib import metadata
+
+    packages = {
+        "tract": "tract",
+        "iree": "iree-base-runtime",
+        "tvm": "apache-tvm",
+        "tinygrad": "tinygrad",
+    }
+    found = {}
+    for runtime, package in packages.items():
+        try:
+            found[runtime] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[runtime] = "missing"
+    return found

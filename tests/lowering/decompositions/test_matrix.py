@@ -186,7 +186,14 @@ def test_linear_rows_scaled_by_batch_normalization(rank, padding, dtype, batch, 
             assert "GatherElements" not in ops
         y = run_ort(lowered, {"X": x, "grid": grid})
         assert y.dtype == x.dtype
-        assert_close(y, expected.astype(x.dtype), spec.mode, dtype)
+        truth = expected.astype(x.dtype)
+        if padding == "zeros" and dtype != np.int32 and not TARGETS[target].allows("Pad"):
+            # No ring of zeros (tinygrad): an infinite pixel beside a masked tap gives NaN, as
+            # for integer X (docs/semantics.md); everywhere else the values are the reference's.
+            differs = ~np.isclose(y, truth, equal_nan=True, rtol=1e-3)
+            assert np.isnan(y[differs]).all(), target
+            y, truth = np.where(differs, 0, y), np.where(differs, 0, truth)
+        assert_close(y, truth, spec.mode, dtype)
 
 
 @pytest.mark.parametrize("channels", [SCALED_MIN_CHANNELS - 1, SCALED_MIN_CHANNELS])
