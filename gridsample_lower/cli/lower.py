@@ -115,7 +115,7 @@ def lower_one(
         lowered, report = lower_with_report(source.proto, lowering)
     except (UnsupportedGridSample, ValueError) as error:
         raise Failure(f"{model_path}: {error}") from None
-    kept = kept_nodes(lowered if report else source.proto, lowering.selection())
+    kept = kept_nodes(source.proto, lowering.selection())
     record = {"output": str(dest.path), "lowered": dict(sorted(report.items())), "kept": kept}
     if not report:
         what = f"nothing to lower ({len(kept)} GridSample kept)" if kept else "no GridSample"

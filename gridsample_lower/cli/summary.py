@@ -31,7 +31,10 @@ def changes(source: ModelFile, result: onnx.ModelProto, written: pathlib.Path) -
 
 
 def kept_nodes(model: onnx.ModelProto, selection: Selection) -> list[str]:
-    """Each GridSample left in ``model``, named, with why it was kept."""
+    """Each GridSample of the input ``model`` that ``selection`` keeps, named, with why.
+
+    Judged on the input, as the pass judges it (the lowered model is far larger to read).
+    """
     graph = ir.serde.deserialize_model(model)
     kept = []
     with inferred_types(graph):
@@ -41,8 +44,9 @@ def kept_nodes(model: onnx.ModelProto, selection: Selection) -> list[str]:
             if site.spec is None:
                 why = site.problem or "cannot be lowered"
             else:
-                why = selection.why_kept(site.node.name, site.spec, site.node) or "refused"
-            kept.append(f"{site.name} ({why})")
+                why = selection.why_kept(site.node.name, site.spec, site.node)
+            if why:
+                kept.append(f"{site.name} ({why})")
     return kept
 
 
