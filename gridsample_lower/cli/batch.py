@@ -21,6 +21,7 @@ import click
 from gridsample_lower.cli.errors import Failure
 
 __all__ = [
+    "JOBS_OPTION",
     "Outcome",
     "batch_options",
     "expand_inputs",
@@ -46,15 +47,16 @@ class Outcome:
         return {0: "ok", 1: "mismatch"}.get(self.code, "error")
 
 
+JOBS_OPTION = click.option(
+    "-j",
+    "--jobs",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Models processed at once, each in its own process.",
+)
 _BATCH_OPTIONS = [
-    click.option(
-        "-j",
-        "--jobs",
-        default=1,
-        show_default=True,
-        type=click.IntRange(min=1),
-        help="Models processed at once, each in its own process.",
-    ),
+    JOBS_OPTION,
     click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout."),
     click.option("-q", "--quiet", is_flag=True, help="Print errors only."),
     click.option("-v", "--verbose", is_flag=True, help="Also print the check's tables."),

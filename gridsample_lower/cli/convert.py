@@ -17,18 +17,12 @@ import onnx_ir as ir
 from gridsample_lower.cli.batch import (
     Outcome,
     batch_options,
-    expand_inputs,
-    place_outputs,
-    refuse_in_out,
-    run,
 )
 from gridsample_lower.cli.common import MODEL_PATH, Failure, verify_options
 from gridsample_lower.cli.output import (
-    destination,
-    open_source,
+    Writing,
     output_options,
-    take_output_options,
-    verify_and_save,
+    run_rewrites,
 )
 from gridsample_lower.cli.summary import changes
 from gridsample_lower.lowering.inventory import find_gridsamples
@@ -110,23 +104,9 @@ def downgrade(
 
 
 def _run_all(inputs, direction, arguments, no_verify, jobs, as_json, quiet, verbose, check):
-    refuse_in_out(inputs, check["output"])
-    models = expand_inputs(inputs)
-    output, written = take_output_options(check, verifying=not no_verify, models=len(models))
-    if no_verify and check["report_path"]:
-        raise click.UsageError("--report needs the check: drop --no-verify")
-    work = functools.partial(
-        convert_one,
-        direction=direction,
-        arguments=arguments,
-        written=written,
-        check=check,
-        no_verify=no_verify,
-        quiet=quiet or as_json or len(models) > 1,
-        verbose=verbose,
-    )
-    outputs = place_outputs(models, output)
-    run(work, models, outputs, jobs=jobs, as_json=as_json, quiet=quiet, columns=COLUMNS)
+    one = functools.partial(convert_one, direction=direction, arguments=arguments)
+    flags = {"no_verify": no_verify, "jobs": jobs, "as_json": as_json, "quiet": quiet}
+    run_rewrites(inputs, check, one, COLUMNS, verbose=verbose, **flags)
 
 
 def convert_one(
@@ -135,23 +115,16 @@ def convert_one(
     *,
     direction: str,
     arguments: dict,
-    written: dict,
-    check: dict,
-    no_verify: bool,
-    quiet: bool,
-    verbose: bool,
+    writing: Writing,
 ) -> Outcome:
     """Convert one model's opset and write it; what happened, as lines and a record."""
     start = time.perf_counter()
-    dest = destination(model_path, output, **written)
-    source = open_source(model_path, dest, verifying=not no_verify)
+    dest, source = writing.open(model_path, output)
     try:
         converted = getattr(opsets, direction)(source.proto, **arguments)
     except opsets.OpsetConversionError as error:
         raise Failure(f"{model_path}: {error}") from None
-    verdict = verify_and_save(
-        source, converted, dest, no_verify, quiet, check, full_check=True, verbose=verbose
-    )
+    verdict = writing.save(source, converted, dest, full_check=True)
     left = len(find_gridsamples(ir.serde.deserialize_model(converted)))
     opset = f"{onnx_opset(source.proto.opset_import)} -> {arguments['opset']}"
     change = changes(source, converted, dest.path)
@@ -161,7 +134,7 @@ def convert_one(
         "gridsample": left,
         **change,
         "seconds": round(time.perf_counter() - start, 2),
-        "check": "not verified" if no_verify else "verified",
+        "check": "not verified" if writing.no_verify else "verified",
         "verdict": verdict,
         "summary": f"opset {opset}, {left} GridSample",
     }

@@ -9,7 +9,7 @@ import json
 import click
 import onnx_ir as ir
 
-from gridsample_lower.cli.batch import Outcome, attempt, expand_inputs
+from gridsample_lower.cli.batch import JOBS_OPTION, Outcome, attempt, expand_inputs
 from gridsample_lower.cli.choices import selection_options
 from gridsample_lower.cli.common import MODEL_PATH, Failure, read_model
 from gridsample_lower.lowering.inventory import find_gridsamples, inferred_types, name_unnamed
@@ -25,14 +25,7 @@ __all__ = ["inspect", "supported", "targets"]
 @click.command()
 @click.argument("inputs", metavar="IN...", nargs=-1, required=True, type=MODEL_PATH)
 @click.option("--json", "as_json", is_flag=True, help="One JSON document instead of a table.")
-@click.option(
-    "-j",
-    "--jobs",
-    default=1,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Models read at once, each in its own process.",
-)
+@JOBS_OPTION
 @selection_options
 def inspect(inputs, as_json, jobs, **choices) -> None:
     """List every GridSample in IN: where it lives, its configuration, whether it can be lowered.

@@ -11,20 +11,14 @@ import click
 from gridsample_lower.cli.batch import (
     Outcome,
     batch_options,
-    expand_inputs,
-    place_outputs,
-    refuse_in_out,
-    run,
 )
 from gridsample_lower.cli.choices import selection_options
 from gridsample_lower.cli.common import MODEL_PATH, Failure, verify_options
 from gridsample_lower.cli.output import (
+    Writing,
     copy_unchanged,
-    destination,
-    open_source,
     output_options,
-    take_output_options,
-    verify_and_save,
+    run_rewrites,
 )
 from gridsample_lower.cli.summary import changes, kept_nodes
 from gridsample_lower.lowering.api import lower_with_report
@@ -74,26 +68,11 @@ def lower(inputs, as_functions, no_verify, jobs, as_json, quiet, verbose, **opti
     (or --in-place); --jobs N works on N at a time; one table (or --json) ends the run, and
     the exit code is the worst model's.
     """
-    from gridsample_lower.lowering.options import LoweringOptions
-
-    refuse_in_out(inputs, options["output"])
-    models = expand_inputs(inputs)
     lowering = LoweringOptions.take(options, as_functions=as_functions)
-    output, written = take_output_options(options, verifying=not no_verify, models=len(models))
-    if no_verify and options["report_path"]:
-        raise click.UsageError("--report needs the check: drop --no-verify")
     lowering.selection()  # bad choices fail once, before any model is read
-    work = functools.partial(
-        lower_one,
-        lowering=lowering,
-        written=written,
-        check=options,
-        no_verify=no_verify,
-        quiet=quiet or as_json or len(models) > 1,
-        verbose=verbose,
-    )
-    outputs = place_outputs(models, output)
-    run(work, models, outputs, jobs=jobs, as_json=as_json, quiet=quiet, columns=COLUMNS)
+    one = functools.partial(lower_one, lowering=lowering)
+    flags = {"no_verify": no_verify, "jobs": jobs, "as_json": as_json, "quiet": quiet}
+    run_rewrites(inputs, options, one, COLUMNS, verbose=verbose, **flags)
 
 
 def lower_one(
@@ -101,16 +80,11 @@ def lower_one(
     output: pathlib.Path | None,
     *,
     lowering: LoweringOptions,
-    written: dict,
-    check: dict,
-    no_verify: bool,
-    quiet: bool,
-    verbose: bool,
+    writing: Writing,
 ) -> Outcome:
     """Lower one model and write it; what happened, as lines and a record (prints nothing)."""
     start = time.perf_counter()
-    dest = destination(model_path, output, **written)
-    source = open_source(model_path, dest, verifying=not no_verify)
+    dest, source = writing.open(model_path, output)
     try:
         lowered, report = lower_with_report(source.proto, lowering)
     except (UnsupportedGridSample, ValueError) as error:
@@ -122,11 +96,11 @@ def lower_one(
         done = copy_unchanged(source, dest)
         record.update(check="-", summary=what, seconds=round(time.perf_counter() - start, 2))
         return Outcome(model_path, 0, [f"{what} in {model_path}; {done}"], record)
-    verdict = verify_and_save(source, lowered, dest, no_verify, quiet, check, verbose=verbose)
+    verdict = writing.save(source, lowered, dest)
     seconds = time.perf_counter() - start
     change = changes(source, lowered, dest.path)
     lowered_count = sum(report.values())
-    checked = "not verified" if no_verify else "verified"
+    checked = "not verified" if writing.no_verify else "verified"
     record.update(change, seconds=round(seconds, 2), check=checked, verdict=verdict)
     record["summary"] = f"{lowered_count} GridSample lowered, nodes {change['nodes']}"
     lines = [f"{count} x {label}" for label, count in sorted(report.items())]

@@ -11,12 +11,14 @@ or not at all. The report is written once the model is (or the check failed): ne
 from __future__ import annotations
 
 import dataclasses
+import functools
 import pathlib
 import shutil
 
 import click
 import onnx
 
+from gridsample_lower.cli.batch import expand_inputs, place_outputs, refuse_in_out, run
 from gridsample_lower.cli.common import (
     Failure,
     check_report,
@@ -32,11 +34,13 @@ from gridsample_lower.files.model_io import ModelCheckError, ModelFile, ModelFil
 
 __all__ = [
     "Destination",
+    "Writing",
     "copy_unchanged",
     "destination",
     "take_output_options",
     "open_source",
     "output_options",
+    "run_rewrites",
     "save",
     "verify_and_save",
 ]
@@ -212,6 +216,49 @@ def verify_and_save(
     if verbose and not quiet:
         click.echo(result.table())
     return "\n".join([result.summary(), *result.note_lines()])  # the notes: what was checked
+
+
+@dataclasses.dataclass(frozen=True)
+class Writing:
+    """How each model of a ``lower``, ``upgrade`` or ``downgrade`` run is checked and written."""
+
+    written: dict  # destination()'s options
+    check: dict  # the verifier's options
+    no_verify: bool
+    quiet: bool
+    verbose: bool
+
+    def open(self, model_path: pathlib.Path, output: pathlib.Path | None):
+        """The destination of one model, and the model read (refused early if unwritable)."""
+        dest = destination(model_path, output, **self.written)
+        return dest, open_source(model_path, dest, verifying=not self.no_verify)
+
+    def save(self, source: ModelFile, rewritten, dest: Destination, *, full_check=False) -> str:
+        """Check ``rewritten`` and write it; the verdict (``verify_and_save``)."""
+        return verify_and_save(
+            source,
+            rewritten,
+            dest,
+            self.no_verify,
+            self.quiet,
+            self.check,
+            full_check=full_check,
+            verbose=self.verbose,
+        )
+
+
+def run_rewrites(inputs, options: dict, one, columns, *, no_verify, jobs, as_json, quiet, verbose):
+    """Expand IN, place the outputs and ``one(model, output, writing=...)`` each (``batch.run``)."""
+    refuse_in_out(inputs, options["output"])
+    models = expand_inputs(inputs)
+    output, written = take_output_options(options, verifying=not no_verify, models=len(models))
+    if no_verify and options["report_path"]:
+        raise click.UsageError("--report needs the check: drop --no-verify")
+    quiet_each = quiet or as_json or len(models) > 1
+    writing = Writing(written, options, no_verify, quiet_each, verbose)
+    work = functools.partial(one, writing=writing)
+    outputs = place_outputs(models, output)
+    run(work, models, outputs, jobs=jobs, as_json=as_json, quiet=quiet, columns=columns)
 
 
 def copy_unchanged(source: ModelFile, dest: Destination) -> str:
