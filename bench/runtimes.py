@@ -18,13 +18,13 @@ import argparse
 import pathlib
 import platform
 import statistics
+import sys
 import time
 
 import numpy as np
 import onnxruntime as ort
 
 from gridsample_lower import lower
-from gridsample_lower.check import runtimes
 from gridsample_lower.check.tolerances import tolerance
 from gridsample_lower.models import gridsample_model
 
@@ -43,6 +43,9 @@ CONFIGS = [
     ("linear", "reflection", 0),
     ("cubic", "zeros", 0),
 ]
+sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "tests"))
+import other_runtimes as runtimes  # noqa: E402  (the suite's runners, one thread each)
+
 TARGET_OF = {"tract": "tract", "iree": "iree", "tvm": "generic", "tinygrad": "tinygrad"}
 NATIVE = {  # which GridSample each runtime runs itself
     "tract": lambda mode, rank: not (mode == "cubic" and rank != 2),  # (3-D cubic aborts)

@@ -28,6 +28,7 @@ __all__ = [
     "place_outputs",
     "refuse_in_out",
     "run",
+    "run_each",
 ]
 
 Work = Callable[[pathlib.Path, "pathlib.Path | None"], "Outcome"]
@@ -161,7 +162,7 @@ def run(
         if outcome.code:
             raise Failure(outcome.record.get("error", "failed"), outcome.code)
         return
-    outcomes = _run_all(work, models, outputs, jobs, as_json or quiet)
+    outcomes = run_each(work, models, outputs, jobs=jobs, silent=as_json or quiet)
     worst = max(outcome.code for outcome in outcomes)
     if as_json:
         document = {"ok": worst == 0, "models": [_json_record(o) for o in outcomes]}
@@ -173,7 +174,7 @@ def run(
         raise Failure(f"{failed} of {len(outcomes)} models failed", worst)
 
 
-def _run_all(work, models, outputs, jobs, silent) -> list[Outcome]:
+def run_each(work: Work, models, outputs, *, jobs: int, silent: bool) -> list[Outcome]:
     """Each model's Outcome, in order: a line on stderr as each ends, a bar on a terminal."""
     from rich.console import Console  # (only here: one model's run stays light)
     from rich.markup import escape

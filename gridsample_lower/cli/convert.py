@@ -127,7 +127,7 @@ def convert_one(
     verdict = writing.save(source, converted, dest, full_check=True)
     left = len(find_gridsamples(ir.serde.deserialize_model(converted)))
     opset = f"{onnx_opset(source.proto.opset_import)} -> {arguments['opset']}"
-    change = changes(source, converted, dest.path)
+    change = changes(source, converted, dest.result_files(source))
     record = {
         "output": str(dest.path),
         "opset": opset,

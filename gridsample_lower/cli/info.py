@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import functools
 import json
 
 import click
 import onnx_ir as ir
 
-from gridsample_lower.cli.batch import JOBS_OPTION, Outcome, attempt, expand_inputs
+from gridsample_lower.cli.batch import JOBS_OPTION, Outcome, expand_inputs, run_each
 from gridsample_lower.cli.choices import selection_options
 from gridsample_lower.cli.common import MODEL_PATH, Failure, read_model
 from gridsample_lower.lowering.inventory import find_gridsamples, inferred_types, name_unnamed
@@ -41,10 +40,7 @@ def inspect(inputs, as_json, jobs, **choices) -> None:
     except ValueError as error:
         raise Failure(str(error)) from None
     work = functools.partial(inspect_one, options=options, plans=as_json)
-    outcomes = [attempt(work, model, None) for model in models] if jobs == 1 else None
-    if outcomes is None:
-        with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
-            outcomes = list(pool.map(attempt, [work] * len(models), models, [None] * len(models)))
+    outcomes = run_each(work, models, [None] * len(models), jobs=jobs, silent=True)
     if as_json:
         document = {
             "ok": all(outcome.code == 0 for outcome in outcomes),

@@ -69,7 +69,6 @@ def lower(inputs, as_functions, no_verify, jobs, as_json, quiet, verbose, **opti
     the exit code is the worst model's.
     """
     lowering = LoweringOptions.take(options, as_functions=as_functions)
-    lowering.selection()  # bad choices fail once, before any model is read
     one = functools.partial(lower_one, lowering=lowering)
     flags = {"no_verify": no_verify, "jobs": jobs, "as_json": as_json, "quiet": quiet}
     run_rewrites(inputs, options, one, COLUMNS, verbose=verbose, **flags)
@@ -98,7 +97,7 @@ def lower_one(
         return Outcome(model_path, 0, [f"{what} in {model_path}; {done}"], record)
     verdict = writing.save(source, lowered, dest)
     seconds = time.perf_counter() - start
-    change = changes(source, lowered, dest.path)
+    change = changes(source, lowered, dest.result_files(source))
     lowered_count = sum(report.values())
     checked = "not verified" if writing.no_verify else "verified"
     record.update(change, seconds=round(seconds, 2), check=checked, verdict=verdict)

@@ -75,6 +75,11 @@ class Destination:
         name = self.data_name(source)
         return (self.path, *([atomic.followed(self.path).parent / name] if name else []))
 
+    def result_files(self, source: ModelFile) -> tuple[pathlib.Path, ...]:
+        """The files the result is made of: those written, and in place the weights kept."""
+        kept = source.data_files if self.in_place and self.data_name(source) is None else ()
+        return (*self.files(source), *kept)
+
 
 _OUTPUT_OPTIONS = [
     click.option(

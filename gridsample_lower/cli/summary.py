@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import pathlib
+from collections.abc import Sequence
 
 import onnx
 import onnx_ir as ir
@@ -16,12 +17,15 @@ from gridsample_lower.lowering.selection import Selection
 __all__ = ["changes", "kept_nodes"]
 
 
-def changes(source: ModelFile, result: onnx.ModelProto, written: pathlib.Path) -> dict:
-    """Node count ``A -> B``, the op types new in ``result``, and the files' size before/after."""
+def changes(source: ModelFile, result: onnx.ModelProto, written: Sequence[pathlib.Path]) -> dict:
+    """Node count ``A -> B``, the op types new in ``result``, and the files' size before/after.
+
+    ``written``: the files the result is made of (``Destination.result_files``).
+    """
     before, after = _op_counts(source.proto), _op_counts(result)
     added = sorted(op for op in after if op not in before)
     size_before = sum(path.stat().st_size for path in source.files)
-    size_after = sum(path.stat().st_size for path in _written_files(written))
+    size_after = sum(path.stat().st_size for path in written)
     return {
         "nodes": f"{sum(before.values())} -> {sum(after.values())}",
         "ops_added": added,
@@ -55,19 +59,6 @@ def _op_counts(model: onnx.ModelProto) -> collections.Counter[str]:
     return collections.Counter(
         node.op_type for root in roots for g in graphs(root) for node in g.node
     )
-
-
-def _written_files(path: pathlib.Path) -> list[pathlib.Path]:
-    """The model file and the external data files it names beside it."""
-    files = [path]
-    model = onnx.load(path, load_external_data=False)
-    for root in [model.graph, *model.functions]:
-        for graph in graphs(root):
-            for tensor in getattr(graph, "initializer", ()):  # (a function has none)
-                for entry in tensor.external_data:
-                    if entry.key == "location":
-                        files.append(path.parent / entry.value)
-    return sorted(set(files), key=str)
 
 
 def _size(count: int) -> str:

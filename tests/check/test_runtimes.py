@@ -1,7 +1,7 @@
 """Lowered models run on the runtimes that lack GridSample (or get it wrong), and match the truth.
 
 tract, IREE (llvm-cpu), TVM (relax, llvm) and tinygrad (CPU, compiled with clang), through
-``gridsample_lower.check.runtimes``; OpenVINO has its own file. Every target is run on each, over
+``other_runtimes`` (beside this folder); OpenVINO has its own file. Every target is run on each, over
 a set of configurations that covers every rank 1-3, mode, padding and align_corners, with static
 shapes, symbolic ones, and float16 where the runtime takes it. The truth is onnxruntime's kernel
 where it runs the original, else the numpy reference. Where a runtime fails on a form, the case
@@ -23,21 +23,17 @@ from gridsample_lower import lower
 from gridsample_lower.lowering.plan import plan_of
 from gridsample_lower.lowering.targets import TARGETS
 from gridsample_lower.models import gridsample_model
-from gridsample_lower.spec import GridSampleSpec
+from gridsample_lower.spec import ALIGN_CORNERS, MODES, PADDING_MODES, GridSampleSpec
 
 RUNTIMES = {"tract": "tract", "iree": "iree.runtime", "tvm": "tvm", "tinygrad": "tinygrad"}
-CONFIGS = list(
-    itertools.product(
-        ("linear", "nearest", "cubic"), PADDINGS := ("zeros", "border", "reflection"), (0, 1)
-    )
-)
+CONFIGS = list(itertools.product(MODES, PADDING_MODES, ALIGN_CORNERS))
 X_SIZES = {1: [7], 2: [5, 6], 3: [4, 5, 6]}
 OUT_SIZES = {1: [5], 2: [4, 3], 3: [3, 2, 4]}
 
 
 def _cases() -> list[tuple[str, GridSampleSpec, str]]:
-    """Each target with 3 configurations, one per rank, rotating so that the 9 targets x 3
-    cover all 18 (mode, padding, align_corners) at every rank twice over; plus symbolic shapes."""
+    """Each target with 3 configurations, one per rank, rotating so that the 27 cover all 18
+    (mode, padding, align_corners), 9 of them at each rank; plus one with symbolic shapes."""
     cases = []
     for t, target in enumerate(TARGETS):
         for rank in (1, 2, 3):
@@ -63,8 +59,6 @@ def _known_failure(runtime: str, target: str, spec: GridSampleSpec, shapes: str)
         return "TVM 0.27's relax ONNX frontend: ReduceProd cannot take a ShapeExpr input"
     if shapes == "symbolic" and runtime == "iree" and spec.mode == "cubic" and spec.rank == 3:
         return "IREE 3.13 cannot load 3-D cubic with symbolic sizes: 114 constants, limit 64"
-    if shapes == "symbolic" and runtime == "iree" and spec.rank == 1 and spec.mode == "nearest":
-        return "IREE 3.13 gives rank-1 nearest with symbolic sizes the wrong output shape"
     return ""
 
 
@@ -80,9 +74,9 @@ def _runner(runtime: str):
         missing = "tinygrad's CPU backend needs clang: apt-get install clang"
     if missing:
         (pytest.fail if required else pytest.skip)(missing)
-    from gridsample_lower.check import runtimes
+    import other_runtimes
 
-    return runtimes.RUNNERS[runtime]
+    return other_runtimes.RUNNERS[runtime]
 
 
 def _shapes(spec: GridSampleSpec, shapes: str) -> tuple[list, list]:
@@ -95,7 +89,7 @@ def _shapes(spec: GridSampleSpec, shapes: str) -> tuple[list, list]:
 
 def _run_case(runtime, target, spec, shapes, dtype, rng):
     run = _runner(runtime)
-    x_shape, out = [2, 3, *X_SIZES[spec.rank]], [2, *OUT_SIZES[spec.rank], spec.rank]
+    x_shape, out = _shapes(spec, "static")
     declared_x, declared_grid = _shapes(spec, shapes)
     model = gridsample_model(
         declared_x,
@@ -115,34 +109,22 @@ def _run_case(runtime, target, spec, shapes, dtype, rng):
     assert_close(actual, expected, spec.mode)
 
 
-def _params(runtime: str, cases):
+def _params(runtimes, cases):
     params = []
-    for target, spec, shapes in cases:
+    for runtime, (target, spec, shapes) in itertools.product(runtimes, cases):
         why = _known_failure(runtime, target, spec, shapes)
         marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
-        label = f"{target}-{spec.label}-{shapes}".replace(" ", "-")
-        params.append(pytest.param(target, spec, shapes, marks=marks, id=label))
+        label = f"{runtime}-{target}-{spec.label}-{shapes}".replace(" ", "-")
+        params.append(pytest.param(runtime, target, spec, shapes, marks=marks, id=label))
     return params
 
 
-@pytest.mark.parametrize(("target", "spec", "shapes"), _params("tract", CASES))
-def test_tract(target, spec, shapes, rng):
-    _run_case("tract", target, spec, shapes, np.float32, rng)
+PARAMS = ("runtime", "target", "spec", "shapes")
 
 
-@pytest.mark.parametrize(("target", "spec", "shapes"), _params("iree", CASES))
-def test_iree(target, spec, shapes, rng):
-    _run_case("iree", target, spec, shapes, np.float32, rng)
-
-
-@pytest.mark.parametrize(("target", "spec", "shapes"), _params("tvm", CASES))
-def test_tvm(target, spec, shapes, rng):
-    _run_case("tvm", target, spec, shapes, np.float32, rng)
-
-
-@pytest.mark.parametrize(("target", "spec", "shapes"), _params("tinygrad", CASES))
-def test_tinygrad(target, spec, shapes, rng):
-    _run_case("tinygrad", target, spec, shapes, np.float32, rng)
+@pytest.mark.parametrize(PARAMS, _params(RUNTIMES, CASES))
+def test_every_target_on_every_runtime(runtime, target, spec, shapes, rng):
+    _run_case(runtime, target, spec, shapes, np.float32, rng)
 
 
 HALF = [
@@ -151,7 +133,6 @@ HALF = [
 ]
 
 
-@pytest.mark.parametrize("runtime", list(RUNTIMES))
-@pytest.mark.parametrize(("target", "spec", "shapes"), _params("any", HALF))
+@pytest.mark.parametrize(PARAMS, _params(RUNTIMES, HALF))
 def test_float16(runtime, target, spec, shapes, rng):
     _run_case(runtime, target, spec, shapes, np.float16, rng)

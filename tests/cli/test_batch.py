@@ -11,6 +11,8 @@ import pytest
 from conftest import assert_close, gridsample_model, inspect_rows, make_grid, run_ort
 from test_main import EXAMPLE, cli
 
+from gridsample_lower.check.reference import grid_sample
+
 
 @pytest.fixture
 def folder(tmp_path):
@@ -38,8 +40,6 @@ def test_one_bad_model_does_not_stop_the_others(folder, tmp_path, rng):
     assert sorted(p.name for p in out.iterdir()) == ["cubic3d.onnx", "stn.onnx"]
     x = rng.standard_normal((1, 2, 4, 5, 6)).astype(np.float32)
     grid = make_grid(rng, (1, 3, 3, 2, 3))
-    from gridsample_lower.check.reference import grid_sample
-
     expected = grid_sample(x, grid, "cubic", "border", 1).astype(np.float32)
     assert_close(
         run_ort(onnx.load(out / "cubic3d.onnx"), {"X": x, "grid": grid}), expected, "cubic"

@@ -1,5 +1,8 @@
 """Run an ONNX model on tract, IREE (llvm-cpu), TVM (relax, llvm) and tinygrad (CPU/clang).
 
+For the suite (``check/test_runtimes.py``) and ``bench/runtimes.py``; the runtimes come with
+the test extra, not with the package.
+
 One function per runtime, same signature::
 
     run_tract(model, feeds)    -> list[np.ndarray]
@@ -19,11 +22,8 @@ Caching: compiled artifacts are kept per (model bytes, options[, input shapes]) 
 pytest suite compiles each model once. ``prepare_<runtime>`` returns the compiled callable alone
 (for timing: ``fn = prepare_tvm(model); fn(feeds)``), without timing the conversion.
 
-Symbolic dims: tract, IREE and TVM compile a model whose inputs have symbolic dims as is
-(``static=False``, the default) and run it at any concrete size; ``static=True`` first pins every
-input to the shapes/dtypes of ``feeds`` (tract: input facts; IREE/TVM: the model's input shapes
-are rewritten) and caches per shape. tinygrad always runs at the feeds' sizes (its runner binds
-symbolic dims on first call), so it is cached per input shape.
+Symbolic dims: tract, IREE and TVM compile a model whose inputs have symbolic dims as is and run
+it at any concrete size; tinygrad binds them on its first call, so it is cached per input shape.
 
 The runtimes are imported lazily: a missing one only fails its own function.
 Everything a runtime prints while converting or compiling (TVM's C++ warnings, IREE's
@@ -38,7 +38,7 @@ import os
 import pathlib
 import tempfile
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 
 os.environ.setdefault("TVM_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -52,7 +52,6 @@ import onnx  # noqa: E402
 __all__ = [
     "RUNNERS",
     "RuntimeFailure",
-    "clear_caches",
     "prepare_iree",
     "prepare_tinygrad",
     "prepare_tract",
@@ -165,24 +164,6 @@ def _shapes_of(feeds: Feeds) -> tuple:
     )
 
 
-def _pin_shapes(proto: onnx.ModelProto, feeds: Feeds) -> onnx.ModelProto:
-    """A copy whose graph inputs have the feeds' static shapes (outputs' symbolic dims cleared)."""
-    pinned = onnx.ModelProto()
-    pinned.CopyFrom(proto)
-    for value in pinned.graph.input:
-        if value.name not in feeds:
-            continue
-        shape = value.type.tensor_type.shape
-        shape.ClearField("dim")
-        for size in np.asarray(feeds[value.name]).shape:
-            shape.dim.add().dim_value = int(size)
-    for value in pinned.graph.output:
-        for dim in value.type.tensor_type.shape.dim:
-            if not dim.HasField("dim_value"):
-                dim.ClearField("dim_param")
-    return pinned
-
-
 def _ordered(proto: onnx.ModelProto, feeds: Feeds) -> list[np.ndarray]:
     names = _input_names(proto)
     missing = [n for n in names if n not in feeds]
@@ -201,45 +182,26 @@ def _cached(key: tuple, build: Callable[[], Prepared]) -> Prepared:
     return prepared
 
 
-def clear_caches() -> None:
-    with _LOCK:
-        _CACHE.clear()
-
-
 # ---------------------------------------------------------------- tract
 
 
-def prepare_tract(model, feeds: Feeds | None = None, *, static: bool = False) -> Prepared:
+def prepare_tract(model, feeds: Feeds | None = None) -> Prepared:
     """tract: loaded from a file (the bindings take a path), then optimized and made runnable.
 
-    ``static``: set each input fact to ``"d0,d1,...,<type>"`` from ``feeds`` before analysis.
-    Symbolic input facts are kept otherwise (tract's TDim symbols), and the runnable takes any size.
+    Symbolic input facts are kept (tract's TDim symbols): the runnable takes any size.
     """
     import tract
 
     data = _bytes(model)
     proto = _proto(model)
-    extra = _shapes_of(feeds) if static else ()
-    key = _key("tract", data, static, extra)
+    key = _key("tract", data)
 
     def build() -> Prepared:
         path = _WORKDIR / f"{key[1]}.onnx"
         path.write_bytes(data)
 
         def load():
-            inference = tract.onnx().load(str(path))
-            if static:
-                names = [inference.input_name(i) for i in range(inference.input_count())]
-                for i, name in enumerate(names):
-                    arr = np.asarray(feeds[name])
-                    dims = ",".join(str(d) for d in arr.shape)
-                    fact = (
-                        f"{dims},{_TRACT_TYPES[arr.dtype.str[1:]]}"
-                        if dims
-                        else _TRACT_TYPES[arr.dtype.str[1:]]
-                    )
-                    inference.set_input_fact(i, fact)
-            return inference.into_model().into_runnable()
+            return tract.onnx().load(str(path)).into_model().into_runnable()
 
         runnable = _stage("tract", "load/optimize", load)
 
@@ -248,24 +210,9 @@ def prepare_tract(model, feeds: Feeds | None = None, *, static: bool = False) ->
             outs = _stage("tract", "run", runnable.run, inputs)
             return [o.to_numpy() for o in outs]
 
-        run.runnable = runnable  # for profile_json
         return run
 
     return _cached(key, build)
-
-
-_TRACT_TYPES = {
-    "f4": "f32",
-    "f2": "f16",
-    "f8": "f64",
-    "i4": "i32",
-    "i8": "i64",
-    "u1": "u8",
-    "i1": "i8",
-    "b1": "bool",
-    "i2": "i16",
-    "u2": "u16",
-}
 
 
 def _tract_aborts(proto: onnx.ModelProto, feeds: Feeds) -> str:
@@ -284,12 +231,12 @@ def _tract_aborts(proto: onnx.ModelProto, feeds: Feeds) -> str:
     return ""
 
 
-def run_tract(model, feeds: Feeds, *, static: bool = False) -> list[np.ndarray]:
+def run_tract(model, feeds: Feeds) -> list[np.ndarray]:
     proto = _proto(model)
     refusal = _tract_aborts(proto, feeds)
     if refusal:
         raise RuntimeFailure("tract", "refused", NotImplementedError(refusal))
-    return prepare_tract(model, feeds, static=static)(feeds)
+    return prepare_tract(model, feeds)(feeds)
 
 
 # ---------------------------------------------------------------- IREE
@@ -313,21 +260,16 @@ def _iree_mlir(proto: onnx.ModelProto) -> str:
 IREE_FLAGS = ["--iree-llvmcpu-target-cpu=host"]
 
 
-def prepare_iree(
-    model, feeds: Feeds | None = None, *, static: bool = False, flags: Sequence[str] = ()
-) -> Prepared:
+def prepare_iree(model, feeds: Feeds | None = None) -> Prepared:
     """IREE: ONNX -> torch-mlir (onnx_importer) -> vmfb for llvm-cpu -> ``local-sync`` context.
 
-    Dynamic dims compile to a module with dynamic shapes (no ``static`` needed).
+    Dynamic dims compile to a module with dynamic shapes.
     """
     import iree.compiler as ireec
     import iree.runtime as ireert
 
     proto = _proto(model)
-    if static:
-        proto = _pin_shapes(proto, feeds)
-    data = proto.SerializeToString()
-    key = _key("iree", data, tuple(flags))
+    key = _key("iree", proto.SerializeToString())
 
     def build() -> Prepared:
         asm = _stage("iree", "import", _iree_mlir, proto)
@@ -338,7 +280,7 @@ def prepare_iree(
             asm,
             target_backends=["llvm-cpu"],
             input_type="onnx",
-            extra_args=[*IREE_FLAGS, *flags],
+            extra_args=IREE_FLAGS,
         )
 
         def load():
@@ -356,14 +298,13 @@ def prepare_iree(
             results = result if isinstance(result, (list, tuple)) else [result]
             return [np.asarray(r.to_host() if hasattr(r, "to_host") else r) for r in results]
 
-        run.vmfb = vmfb
         return run
 
     return _cached(key, build)
 
 
-def run_iree(model, feeds: Feeds, *, static: bool = False) -> list[np.ndarray]:
-    return prepare_iree(model, feeds, static=static)(feeds)
+def run_iree(model, feeds: Feeds) -> list[np.ndarray]:
+    return prepare_iree(model, feeds)(feeds)
 
 
 # ---------------------------------------------------------------- TVM
@@ -387,7 +328,7 @@ def _tvm_target():
     return _TVM_TARGET
 
 
-def prepare_tvm(model, feeds: Feeds | None = None, *, static: bool = False) -> Prepared:
+def prepare_tvm(model, feeds: Feeds | None = None) -> Prepared:
     """TVM relax: ``from_onnx`` -> DecomposeOpsForInference + LegalizeOps -> ``tvm.compile`` (llvm).
 
     Symbolic dims become relax ``tir.Var``s; the compiled VM takes any concrete size.
@@ -397,10 +338,7 @@ def prepare_tvm(model, feeds: Feeds | None = None, *, static: bool = False) -> P
     from tvm.relax.frontend.onnx import from_onnx
 
     proto = _proto(model)
-    if static:
-        proto = _pin_shapes(proto, feeds)
-    data = proto.SerializeToString()
-    key = _key("tvm", data)
+    key = _key("tvm", proto.SerializeToString())
 
     def build() -> Prepared:
         target = _tvm_target()
@@ -421,14 +359,13 @@ def prepare_tvm(model, feeds: Feeds | None = None, *, static: bool = False) -> P
             results = list(result) if isinstance(result, (list, tuple, tvm.ir.Array)) else [result]
             return [r.numpy() for r in results]
 
-        run.vm = vm
         return run
 
     return _cached(key, build)
 
 
-def run_tvm(model, feeds: Feeds, *, static: bool = False) -> list[np.ndarray]:
-    return prepare_tvm(model, feeds, static=static)(feeds)
+def run_tvm(model, feeds: Feeds) -> list[np.ndarray]:
+    return prepare_tvm(model, feeds)(feeds)
 
 
 # ---------------------------------------------------------------- tinygrad
