@@ -1,5 +1,5 @@
 """``python -m gridsample_lower``: the command line, as ``gridsample-lower``."""
 
-from gridsample_lower.cli.main import main
+from gridsample_lower.cli.main import run
 
-main(prog_name="gridsample-lower")
+run()

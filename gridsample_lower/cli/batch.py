@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import gc
 import glob
 import json
 import pathlib
@@ -18,6 +19,7 @@ from typing import Any
 
 import click
 
+from gridsample_lower.cli import collector
 from gridsample_lower.cli.errors import Failure
 
 __all__ = [
@@ -197,9 +199,11 @@ def run_each(work: Work, models, outputs, *, jobs: int, silent: bool) -> list[Ou
 
         if jobs == 1:
             for index, (model, out) in enumerate(zip(models, outputs, strict=True)):
+                if index:
+                    collector.between_models()
                 done(index, attempt(work, model, out))
-        else:
-            with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+        else:  # (workers collect as usual: they cannot tell their last model)
+            with concurrent.futures.ProcessPoolExecutor(jobs, initializer=gc.enable) as pool:
                 futures = {
                     pool.submit(attempt, work, model, out): index
                     for index, (model, out) in enumerate(zip(models, outputs, strict=True))

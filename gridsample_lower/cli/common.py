@@ -12,19 +12,18 @@ import math
 import pathlib
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import click
 import onnx
 
-from gridsample_lower.check import (
-    VerificationReport,
-    VerificationSetupError,
-    load_inputs,
-    verify,
-)
+from gridsample_lower.cli.collector import collecting
 from gridsample_lower.cli.errors import Failure, OneLineUsage
 from gridsample_lower.files import atomic, model_io
 from gridsample_lower.files.model_io import ModelCheckError, ModelFile, ModelFileError
+
+if TYPE_CHECKING:
+    from gridsample_lower.check import VerificationReport
 
 __all__ = [
     "MODEL_PATH",
@@ -208,19 +207,22 @@ def run_verification(
     ``source``: the file a command is about to write a rewrite of; named when the check cannot
     run at all, with --no-verify as the way out if ``skippable``.
     """
+    from gridsample_lower.check import VerificationSetupError, load_inputs, verify  # (only here)
+
     progress = Progress(quiet)
     try:
-        report = verify(
-            reference,
-            candidate,
-            load_inputs(input_specs),
-            atol=parse_tolerances(atol, "--atol"),
-            rtol=parse_tolerances(rtol, "--rtol"),
-            samples=samples,
-            seed=seed,
-            dims=parse_dims(dims),
-            progress=progress,
-        )
+        with collecting():  # (many short-lived models)
+            report = verify(
+                reference,
+                candidate,
+                load_inputs(input_specs),
+                atol=parse_tolerances(atol, "--atol"),
+                rtol=parse_tolerances(rtol, "--rtol"),
+                samples=samples,
+                seed=seed,
+                dims=parse_dims(dims),
+                progress=progress,
+            )
     except VerificationSetupError as error:
         if source is None:
             raise Failure(str(error)) from None

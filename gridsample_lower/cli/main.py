@@ -15,7 +15,7 @@ import click
 from gridsample_lower import __version__
 from gridsample_lower.cli.errors import OneLineUsage
 
-__all__ = ["COMMANDS", "main"]
+__all__ = ["COMMANDS", "main", "run"]
 
 # name -> (module, the first line of its help): ``--help`` lists commands from here; a test
 # keeps each line equal to the command's own.
@@ -79,5 +79,13 @@ def main() -> None:
     """Lower ONNX GridSample to ops every runtime has (Gather, Floor, Where, Mul, ...)."""
 
 
+def run() -> None:
+    """The installed command and ``python -m gridsample_lower``: one command, then exit."""
+    from gridsample_lower.cli.collector import one_command_process
+
+    one_command_process()
+    main(prog_name="gridsample-lower")
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

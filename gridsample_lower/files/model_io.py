@@ -99,7 +99,7 @@ def load_model(path: str | os.PathLike, *, check: bool = True) -> ModelFile:
 
 
 def check_model(
-    proto: onnx.ModelProto,
+    proto: onnx.ModelProto | bytes,
     path: str | os.PathLike | None = None,
     *,
     full: bool = False,
@@ -109,7 +109,7 @@ def check_model(
 
     The checker resolves external data locations against the model file's directory, so such
     a model is checked as the file at ``path``, which must hold ``proto``. The error names
-    ``label`` (default: ``path``).
+    ``label`` (default: ``path``). A model without external weights may be given serialized.
     """
     try:
         if path is not None and any(True for _ in external_tensors(proto)):
@@ -186,9 +186,10 @@ def save_model(
     elif proto.ByteSize() >= PROTOBUF_LIMIT:
         raise ModelFileError(f"{path}: the model exceeds 2 GiB: name an external data file")
     else:
+        data = proto.SerializeToString()  # once, for the checker and the file
         if check:
-            check_model(proto, path, full=full_check)
-        write_atomically(path, lambda tmp: onnx.save_model(proto, tmp))
+            check_model(data, full=full_check, label=path)
+        write_atomically(path, lambda tmp: onnx.save_model(data, tmp))
 
 
 def check_destination(

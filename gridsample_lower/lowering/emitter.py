@@ -21,7 +21,7 @@ import onnx_ir as ir
 
 from gridsample_lower.lowering.targets import TARGETS, Target
 
-__all__ = ["Emitter"]
+__all__ = ["Emitter", "NodeRecorder"]
 
 
 class Emitter:
@@ -225,6 +225,28 @@ class Emitter:
         if value.shape is None:
             return None
         return tuple(d if isinstance(d, int) else None for d in value.shape)
+
+
+class NodeRecorder:
+    """A builder for the Emitter that makes onnx_ir nodes directly and keeps them in order.
+
+    onnxscript's rewriter hands a rule a builder that tests its feature flags and converts
+    attributes on every op: half the time of lowering 500 GridSamples (36,000 nodes) went
+    there. The pass, which knows its nodes and inserts the recorded ones itself, uses this.
+    """
+
+    def __init__(self) -> None:
+        self.nodes: list[ir.Node] = []
+
+    def op(self, op_type: str, *inputs: ir.Value | None, _name: str, _outputs: list[str], **attrs):
+        attributes = [
+            value if isinstance(value, ir.Attr) else ir.convenience.convert_attribute(key, value)
+            for key, value in attrs.items()
+        ]
+        outputs = [ir.Value(name=name) for name in _outputs]
+        node = ir.Node("", op_type, inputs, attributes, outputs=outputs, name=_name)
+        self.nodes.append(node)
+        return outputs[0] if len(outputs) == 1 else outputs
 
 
 def _attr(name: str, value: Any) -> Any:

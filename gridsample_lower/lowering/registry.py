@@ -1,23 +1,29 @@
 """The table of decompositions, keyed by mode: the one list of what gridsample_lower can lower.
 
 Padding mode and align_corners only change coordinate arithmetic, and the rank is a loop bound,
-so the mode alone decides the structure of the lowered graph.
+so the mode alone decides the structure of the lowered graph. ``decompose`` emits a node's, for
+the onnxscript rule and the pass alike.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from typing import Any
 
 import onnx_ir as ir
 
 from gridsample_lower.lowering.decompositions import cubic, linear, nearest
+from gridsample_lower.lowering.emitter import Emitter
+from gridsample_lower.lowering.plan import Plan, node_plan
+from gridsample_lower.lowering.targets import Target
 from gridsample_lower.runtime import onnxruntime_runs
 from gridsample_lower.spec import ALIGN_CORNERS, MODES, PADDING_MODES, GridSampleSpec
 
 __all__ = [
     "TESTED_RANKS",
     "Decomposition",
+    "decompose",
     "lookup",
     "support_matrix",
     "supported_specs",
@@ -39,6 +45,27 @@ _TABLE: dict[str, Decomposition] = {
 def lookup(spec: GridSampleSpec) -> Decomposition:
     """The decomposition for ``spec``."""
     return _TABLE[spec.mode]
+
+
+def decompose(
+    builder: Any,
+    node: ir.Node,
+    target: Target,
+    planner: Callable[[GridSampleSpec, ir.Node, Target], Plan] = node_plan,
+) -> ir.Value:
+    """Emit the lowering of GridSample ``node`` through ``builder``; the value replacing Y.
+
+    ``builder`` makes nodes as onnxscript's rewriter builder does
+    (``op(op_type, *inputs, _name=, _outputs=, **attributes)``).
+    """
+    spec = GridSampleSpec.from_node(node)
+    x, grid = node.inputs[:2]
+    prefix = node.name or f"GridSample({node.outputs[0].name})"
+    plan = planner(spec, node, target)  # as the rule's check made it
+    em = Emitter(builder, prefix=prefix, x=x, grid=grid, rank=spec.rank, target=target)
+    if plan.empty:  # Y is empty too. (onnxruntime's optimizer mis-handles the general graph.)
+        return em.reshape(x, [em.batch, em.channels, *em.output_dims()])
+    return lookup(spec)(em, x, grid, spec, plan)
 
 
 def supported_specs(ranks: tuple[int, ...] = TESTED_RANKS) -> list[GridSampleSpec]:

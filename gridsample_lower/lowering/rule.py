@@ -17,10 +17,9 @@ from collections.abc import Callable
 import onnx_ir as ir
 from onnxscript import rewriter
 
-from gridsample_lower.lowering.emitter import Emitter
 from gridsample_lower.lowering.inventory import lend_inferred_types
 from gridsample_lower.lowering.plan import Plan, node_plan
-from gridsample_lower.lowering.registry import lookup
+from gridsample_lower.lowering.registry import decompose
 from gridsample_lower.lowering.selection import selects
 from gridsample_lower.lowering.targets import Target, get_target
 from gridsample_lower.spec import GridSampleSpec, UnsupportedGridSample
@@ -76,14 +75,7 @@ class GridSampleLowering(rewriter.RewriteRuleClassBase):
         return result.fail(reason, node)
 
     def rewrite(self, op, x: ir.Value, grid: ir.Value, y: ir.Value, **_) -> ir.Value:
-        node = y.producer()
-        spec = GridSampleSpec.from_node(node)
-        prefix = node.name or f"GridSample({y.name})"
-        plan = self.planner(spec, node, self.target)  # as the check made it
-        em = Emitter(op, prefix=prefix, x=x, grid=grid, rank=spec.rank, target=self.target)
-        if plan.empty:  # Y is empty too. (onnxruntime's optimizer mis-handles the general graph.)
-            return em.reshape(x, [em.batch, em.channels, *em.output_dims()])
-        return lookup(spec)(em, x, grid, spec, plan)
+        return decompose(op, y.producer(), self.target, self.planner)
 
 
 def gridsample_rule(

@@ -117,3 +117,35 @@ def test_inspect_exits_2_when_a_node_cannot_be_lowered(tmp_path):
     result = cli("inspect", tmp_path / "m.onnx")
     assert result.returncode == 2, result.stdout
     assert "cannot lower" in result.stdout and result.stderr.startswith("error: ")
+
+
+def test_a_batch_in_one_process_frees_each_model_before_the_next(tmp_path):
+    """The command runs with the collector off (collector.one_command_process), so a batch
+    frees what each model left in reference cycles itself; the last model's leftovers wait
+    for the process to end."""
+    import gc
+    import weakref
+
+    from gridsample_lower.cli.batch import Outcome, run_each
+
+    class Cycle:
+        pass
+
+    left = []
+
+    def work(source, output):
+        garbage = Cycle()
+        garbage.itself = garbage  # freed only by a collection
+        left.append(weakref.ref(garbage))
+        return Outcome(source)
+
+    models = [tmp_path / f"{k}.onnx" for k in range(3)]
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        run_each(work, models, [None] * 3, jobs=1, silent=True)
+        assert [ref() is None for ref in left] == [True, True, False]
+    finally:
+        gc.collect()
+        if was_enabled:
+            gc.enable()

@@ -334,3 +334,34 @@ def test_scan_body(rng):
         "grids": make_grid(rng, (3, 1, 2, 2, 2)),
     }
     assert_close(run_ort(lowered, feeds), run_ort(model, feeds), "cubic")
+
+
+@pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
+@pytest.mark.parametrize("symbolic", [False, True])
+def test_the_pass_builds_what_the_rule_builds_through_onnxscript(mode, symbolic):
+    """The pass records nodes itself; onnxscript's rewriter, given the rule, makes the same."""
+    dims = ["N", 2, "H", "W"] if symbolic else [2, 2, 4, 5]
+    proto = gridsample_model(dims, [2, 3, 3, 2], mode, "reflection", 1)
+    by_pass = lower(proto)
+    model = ir.serde.deserialize_model(proto)
+    assert rewriter.RewriteRuleSet([gridsample_rule()]).apply_to_model(model) == 1
+    by_rule = ir.serde.serialize_model(model)
+
+    def described(graph):
+        return [
+            (n.op_type, n.name, list(n.input), list(n.output), list(n.attribute))
+            for n in graph.node
+        ]
+
+    assert described(by_pass.graph) == described(by_rule.graph)
+
+
+def test_the_original_nodes_metadata_goes_to_every_node_replacing_it():
+    model = gridsample_model([1, 2, 4, 5], [1, 3, 3, 2], name="warp")
+    model.graph.node[0].metadata_props.add(key="pkg.torch.onnx.stack_trace", value="model.py:7")
+    lowered = lower(model)
+    assert len(lowered.graph.node) > 10
+    for node in lowered.graph.node:
+        assert {p.key: p.value for p in node.metadata_props} == {
+            "pkg.torch.onnx.stack_trace": "model.py:7"
+        }, node.name
