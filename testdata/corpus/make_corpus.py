@@ -96,7 +96,7 @@ def _smooth(g: torch.Generator, *shape: int, dtype=torch.float32) -> torch.Tenso
 class RaftFlow(nn.Module):
     """torchvision's RAFT (small's architecture, narrower), the last of its flow updates."""
 
-    def __init__(self, updates: int = 3):
+    def __init__(self, updates: int = 2):
         super().__init__()
         from torchvision.models.optical_flow import raft
 
@@ -171,12 +171,18 @@ def _rt_detr():
         num_queries=20,
         decoder_in_channels=[16, 16, 16],
         decoder_ffn_dim=64,
-        decoder_layers=2,
+        decoder_layers=1,
         decoder_attention_heads=2,
         decoder_n_points=4,
         num_labels=5,
     )
     model = RTDetrForObjectDetection(config)
+    # RT-DETR's own initialisation (normal, std 0.01, batch norms' scales included) shrinks
+    # activations to 1e-11 by the encoder's end: the decoder's GridSamples sampled zeros, and
+    # a LayerNorm blew the rounding noise up into its scores. PyTorch's default initialisation.
+    for module in model.modules():
+        if isinstance(module, (nn.Linear, nn.Conv2d, nn.BatchNorm2d, nn.LayerNorm)):
+            module.reset_parameters()
     _randomize(model, ("sampling_offsets", "attention_weights"), 0.1)
     return DetectionOutputs(model)
 
@@ -190,7 +196,7 @@ def _deformable_detr():
         use_timm_backbone=False,
         d_model=32,
         encoder_layers=1,
-        decoder_layers=2,
+        decoder_layers=2,  # 1 fails in transformers 5.24 (its bbox_embed weight tying)
         encoder_attention_heads=2,
         decoder_attention_heads=2,
         encoder_ffn_dim=64,
@@ -225,7 +231,7 @@ class Mask2FormerPixelLevel(nn.Module):
             mask_feature_size=32,
             hidden_dim=32,
             encoder_feedforward_dim=64,
-            encoder_layers=2,
+            encoder_layers=1,
             decoder_layers=1,
             num_attention_heads=2,
             dim_feedforward=64,
@@ -389,7 +395,7 @@ CASES = [
         ["image1", "image2"],
         ["flow"],
         {n: {0: "batch", 2: "height", 3: "width"} for n in ("image1", "image2")},
-        notes=["torchvision raft_small's layout with narrower layers, 3 flow updates"],
+        notes=["torchvision raft_small's layout with narrower layers, 2 flow updates"],
     ),
     Case(
         "rt_detr",
@@ -481,7 +487,7 @@ CASES = [
         ["image"],
         ["features"],
         {"image": {0: "batch", 2: "height", 3: "width"}},
-        rtol=1e-2,
+        rtol=3e-3,  # lowered: 6e-4 from onnxruntime's run; a 1% error in its GridSample: 1.1e-2
     ),
 ]
 
