@@ -270,3 +270,19 @@ def test_a_one_percent_error_in_gridsample_is_caught(name):
     outputs = _run_ort(_scaled_gridsamples(_original(name), 1.01), inputs, optimized=False)
     with pytest.raises(AssertionError, match="off by"):
         _assert_matches(name, outputs, "GridSample outputs scaled by 1.01")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        n
+        for n in NAMES
+        if any("grid float64" in k and "X float32" in k for k in MANIFEST[n]["gridsample_kinds"])
+    ],
+)
+def test_onnxruntime_runs_a_double_grid_only_lowered(name):
+    """TorchScript's static Deformable DETR and Mask2Former: float X with a double grid."""
+    with pytest.raises(Exception, match="GridSample"):
+        _run_ort(_original(name), _arrays(name)[0], optimized=False)
+    lowered = _lowered(name, "onnxruntime", False)  # what onnxruntime cannot run is lowered
+    _assert_matches(name, _run_ort(lowered, _arrays(name)[0]), "onnxruntime target, onnxruntime")
