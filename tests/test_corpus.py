@@ -212,7 +212,7 @@ def test_openvino_runs_what_its_targets_lower(name, variant):
 def _openvino_refusal(message: str) -> str | None:
     """The op OpenVINO's ONNX frontend names when it cannot convert a model."""
     lines = [line for line in message.splitlines() if line.startswith("-- ")]
-    return lines[0] if lines else None
+    return lines[-1].removeprefix("-- ") if lines else None
 
 
 @functools.cache
