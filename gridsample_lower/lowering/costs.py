@@ -190,6 +190,11 @@ def by_channel_pays(sizes: Sizes, taps: int, target: Target, int64_indices: bool
     return channels < ROWS_MIN_CHANNELS and sizes.gathered_values(taps) >= BY_CHANNEL_MIN_VALUES
 
 
+def reduced_rows_pay(sizes: Sizes, taps: int) -> bool:
+    """Rows summed by one ReduceSum (bfloat16-safe targets): 8+ taps, up to TAPS_MAX_VALUES."""
+    return taps >= MATMUL_MIN_TAPS and sizes.gathered_values(taps) <= TAPS_MAX_VALUES
+
+
 def positions_fit_int32(spec: GridSampleSpec, sizes: Sizes) -> bool:
     """Whether every axis' tap positions fit int32 (before any are combined into a flat index).
 
@@ -249,7 +254,13 @@ STRATEGIES = [
         "Gather of C-vectors from a channels-last copy (N*S, C): otherwise, and always where "
         "the target has no GatherElements; with unknown sizes, any mode but nearest",
     ),
-    Strategy("sum", "reduce_sum", "GatherElements: one Mul and one ReduceSum over the taps"),
+    Strategy(
+        "sum",
+        "reduce_sum",
+        "GatherElements: one Mul and one ReduceSum over the taps; rows with "
+        f"{MATMUL_MIN_TAPS}+ taps where coordinates are interleaved: every tap in one Gather, "
+        f"one ReduceSum, up to {_n(TAPS_MAX_VALUES)} values gathered",
+    ),
     Strategy(
         "sum",
         "by_channel",
@@ -297,6 +308,13 @@ STRATEGIES = [
         "True",
         f"rows: the channels-last copy in tiles of {TILE} pixels where each channel's pixels "
         f"take a multiple of {ALIASED_BYTES} bytes, up to {_n(TILED_MAX_VALUES)} values a sample",
+    ),
+    Strategy(
+        "interleaved",
+        "True",
+        "targets whose runtime may store float tensors in bfloat16 (generic, openvino: OpenVINO's "
+        "CPU default): coordinates computed on the grid as it is, in elementwise regions that end "
+        "in small integers (past 256 as 256 hi + lo) and weights; each axis' weights kept apart",
     ),
     Strategy(
         "index_type",

@@ -145,13 +145,14 @@ TABLE = [
         {"gather": "rows", "sample_type": INT32, "index_type": INT64},
     ),
     ("int32 target", LINEAR, [2, 3, "H", 8], _points(4), "int32", {"sample_type": INT32}),
-    # one index per point combined in float while exact: 2**24 in float32
+    # one index per point combined in float while exact: 2**24 in float32 (targets whose
+    # runtime may store floats in bfloat16 never: their coordinates are interleaved)
     (
         "2**24 float32",
         NEAREST_ZEROS,
         [1, 1, 4096, 4096],
         _points(1),
-        "generic",
+        "onnxruntime",
         {"flat_in_float": True},
     ),
     (
@@ -159,9 +160,21 @@ TABLE = [
         NEAREST_ZEROS,
         [1, 1, 4096, 4097],
         _points(1),
+        "onnxruntime",
+        {"flat_in_float": False},
+    ),
+    (
+        "bfloat16, one per point",
+        NEAREST_ZEROS,
+        [1, 1, 64, 64],
+        _points(1),
         "generic",
         {"flat_in_float": False},
     ),
+    # coordinates interleaved where the target's runtime may store floats in bfloat16
+    ("generic", LINEAR, [1, 3, 8, 8], _points(4), "generic", {"interleaved": True}),
+    ("openvino", LINEAR, [1, 3, 8, 8], _points(4), "openvino", {"interleaved": True}),
+    ("onnxruntime", LINEAR, [1, 3, 8, 8], _points(4), "onnxruntime", {"interleaved": False}),
     # positions in int32 where they surely fit: static sizes, or float32 coordinates bounded
     ("bounded float32", LINEAR, [1, 3, "H", "W"], _points(4), "generic", {"position_type": INT32}),
     (
