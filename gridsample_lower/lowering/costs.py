@@ -312,9 +312,9 @@ STRATEGIES = [
     Strategy(
         "interleaved",
         "True",
-        "targets whose runtime may store float tensors in bfloat16 (generic, openvino: OpenVINO's "
-        "CPU default): coordinates computed on the grid as it is, in elementwise regions that end "
-        "in small integers (past 256 as 256 hi + lo) and weights; each axis' weights kept apart",
+        "targets whose runtime may store float tensors in bfloat16 (openvino: OpenVINO's CPU "
+        "default): coordinates computed on the grid as it is, in elementwise regions that end in "
+        "small integers (past 256 px as 256 hi + lo) and weights (hi + lo), each axis' apart",
     ),
     Strategy(
         "index_type",

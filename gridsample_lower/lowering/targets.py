@@ -37,7 +37,8 @@ class Target:
     # The runtime may store float tensors between its kernels in reduced precision (OpenVINO's
     # CPU plugin: bfloat16 by default where the CPU has it), while computing fused elementwise
     # kernels in float32: the coordinates are computed from the grid as it is, in regions that
-    # end in integers and weights (``plan.interleaved``).
+    # end in integers and weights (``plan.interleaved``). Not for generic: that form costs
+    # onnxruntime 1.38x (geomean of bench/run.py's shapes, up to 4.5x for 3-D linear).
     reduced_storage: bool = False
 
     def __post_init__(self) -> None:
@@ -192,7 +193,6 @@ TARGETS: dict[str, Target] = {
             "lower every GridSample with standard ops that runtimes keep in full precision "
             "(the default)",
             avoids=ONNXRUNTIME_ONLY,
-            reduced_storage=True,
         ),
         Target(
             "onnxruntime",
