@@ -30,7 +30,7 @@ ALIASED_BYTES = 2048  # ...as it does where a channel's pixels take a multiple o
 TILED_MAX_VALUES = 2**20  # ...up to this many values per sample
 MATMUL_MIN_TAPS = 8  # with this many taps (3-D linear, cubic), rows are summed by one MatMul...
 MATMUL_MIN_VALUES = 256  # ...once channels x taps reach this
-REDUCED_ROWS_MIN_TAPS = 16  # interleaved rows with this many taps are summed by a ReduceSum
+REDUCED_ROWS_MIN_TAPS = 8  # interleaved rows with this many taps are summed by a ReduceSum
 TAPS_MAX_VALUES = 2**25  # one Gather of every tap (scaled, MatMul) holds at most this many values
 BY_CHANNEL_MAX_CHANNELS = 16  # up to this many channels with 8+ taps are gathered one by one...
 BY_CHANNEL_MIN_VALUES = 2**21  # ...and any of GatherElements' few once it gathers this many...
@@ -192,12 +192,12 @@ def by_channel_pays(sizes: Sizes, taps: int, target: Target, int64_indices: bool
 
 
 def reduced_rows_pay(sizes: Sizes, taps: int) -> bool:
-    """Rows summed by one ReduceSum (interleaved): 16+ taps, up to TAPS_MAX_VALUES gathered.
+    """Rows summed by one ReduceSum (interleaved): 8+ taps, up to TAPS_MAX_VALUES gathered.
 
-    OpenVINO splits a chain of 16 taps into several fused kernels, storing partial sums in
-    bfloat16 (2-D cubic before a Conv: 0.018 against native's 0.008, over the 2x goal); 8 taps
-    (3-D linear) stay within it. One ReduceSum is slower in float32 (cubic 1x64x64x64: 7.2
-    against the chain's 1.9 ms; 16 channels: equal).
+    OpenVINO splits a chain of 8 or 16 taps into several fused kernels, storing partial sums in
+    bfloat16 (2-D cubic before a Conv: 0.018 against a bound of 0.0166; 3-D linear 0.0160
+    against 0.0143, over three seeds); 4 taps stay within it. One ReduceSum is slower in float32
+    (cubic 1x64x64x64: 7.2 against the chain's 1.9 ms; 16 channels: equal).
     """
     return taps >= REDUCED_ROWS_MIN_TAPS and sizes.gathered_values(taps) <= TAPS_MAX_VALUES
 

@@ -75,7 +75,7 @@ TABLE = [
     ("cubic 15 ch", CUBIC, [1, 15, 16, 16], _points(256), "onnxruntime", {"sum": "by_channel"}),
     ("cubic 16 ch", CUBIC, [1, 16, 16, 16], _points(256), "onnxruntime", {"sum": "matmul"}),
     ("generic: no MatMul", CUBIC, [1, 16, 16, 16], _points(256), "generic", {"sum": "reduce_sum"}),
-    # REDUCED_ROWS_MIN_TAPS = 16: interleaved rows (openvino) of cubic summed by one ReduceSum
+    # REDUCED_ROWS_MIN_TAPS = 8: interleaved rows (openvino) of 8+ taps summed by one ReduceSum
     ("openvino cubic rows", CUBIC, [1, 40, 16, 16], _points(64), "openvino", {"sum": "reduce_sum"}),
     (
         "openvino 3-D rows",
@@ -83,7 +83,7 @@ TABLE = [
         [1, 40, 8, 8, 8],
         [1, 4, 4, 4, 3],
         "openvino",
-        {"sum": "chain"},
+        {"sum": "reduce_sum"},
     ),
     ("openvino linear rows", LINEAR, [1, 40, 16, 16], _points(64), "openvino", {"sum": "chain"}),
     # TAPS_MAX_VALUES = 2**25 in one Gather of every tap
