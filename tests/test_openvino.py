@@ -7,6 +7,7 @@ too and match the reference. With --target openvino the 4-D nodes stay native.
 from __future__ import annotations
 
 import numpy as np
+import openvino_models
 import pytest
 from conftest import assert_close, gridsample_model, make_grid
 
@@ -123,3 +124,94 @@ def test_every_configuration_matches_on_openvino(spec, rng):
         args = (spec.mode, spec.padding_mode, spec.align_corners)
         expected = grid_sample(x.astype(np.float64), grid.astype(np.float64), *args)
         assert_close(y, expected.astype(dtype), spec.mode, dtype)
+
+
+# OpenVINO's CPU plugin, at its default precision where the CPU has bfloat16, stores every float
+# tensor upstream of a Conv or MatMul in bfloat16 (docs/lowered-graph.md, plan.interleaved): the
+# lowered models must err at most twice as much as the native ones there, plus 1e-3.
+BF16 = "bf16" in str(ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT")).lower()
+F32 = {"INFERENCE_PRECISION_HINT": "f32"}
+CONFIGS_2D = [
+    (m, p, a)
+    for m in ("linear", "nearest", "cubic")
+    for p in ("zeros", "border", "reflection")
+    for a in (0, 1)
+]
+
+
+def _error(model, feeds, truth, config=None) -> float:
+    core = ov.Core()
+    compiled = core.compile_model(core.read_model(model.SerializeToString(), b""), "CPU", config)
+    return float(np.max(np.abs(compiled(feeds)[compiled.outputs[0]] - truth)))
+
+
+def _errors_within_twice_natives(case, targets=("openvino",)):
+    model, feeds, truth, _ = case
+    native = _error(model, feeds, truth)
+    for target in targets:
+        lowered = lower(model, target=target, lower_all=True)
+        error = _error(lowered, feeds, truth)
+        assert error <= 2 * native + 1e-3, (target, error, native)
+        assert _error(lowered, feeds, truth, F32) <= 1e-4, target  # float32: as native
+    return native
+
+
+@pytest.mark.parametrize("config", CONFIGS_2D, ids=lambda c: "-".join(map(str, c)))
+def test_a_gridsample_before_a_conv_errs_at_most_twice_native_at_default_precision(config):
+    """GridSample -> 1x1 Conv: native errs by 0.007-0.014 (bfloat16's Conv); the lowered graph
+    erred by up to 5 before its coordinates stayed in float32 kernels."""
+    case = openvino_models.conv_case(
+        np.random.default_rng(0), config, (1, 16, 32, 40), (1, 24, 28, 2)
+    )
+    native = _errors_within_twice_natives(case)
+    assert native < 0.05 or not BF16
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        ("linear", "zeros", 0),
+        ("linear", "reflection", 1),
+        ("nearest", "border", 0),
+        ("cubic", "zeros", 1),
+    ],
+    ids=lambda c: "-".join(map(str, c)),
+)
+def test_an_axis_past_256_pixels_keeps_its_taps_exact(config):
+    """Integers past 256 are not exact in bfloat16: tap positions leave their kernel as
+    256 hi + lo (X 300x600)."""
+    case = openvino_models.conv_case(
+        np.random.default_rng(0), config, (1, 4, 300, 600), (1, 20, 25, 2)
+    )
+    _errors_within_twice_natives(case)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [("linear", "zeros", 0), ("cubic", "border", 1), ("nearest", "reflection", 0)],
+    ids=lambda c: "-".join(map(str, c)),
+)
+def test_a_spatial_transformer_and_deformable_attention_err_as_native(config):
+    """AffineGrid -> GridSample -> Conv, and a deformable-attention-like block (a value
+    projection, sampling offsets from a MatMul, softmax weights, an output MatMul)."""
+    for build in (openvino_models.stn_case, openvino_models.deform_case):
+        _errors_within_twice_natives(build(np.random.default_rng(0), config))
+
+
+@pytest.mark.parametrize(
+    "config",
+    [("linear", p, a) for p in ("zeros", "border", "reflection") for a in (0, 1)]
+    + [("nearest", "zeros", 0)],
+    ids=lambda c: "-".join(map(str, c)),
+)
+def test_3d_lowered_errs_at_most_twice_a_perfect_gridsample(config):
+    """OpenVINO has no 3-D GridSample: judged against the Conv alone on the exact samples
+    (which for 2-D is native's error), at most twice its error plus 1e-3."""
+    model, feeds, truth, (conv_only, conv_feeds) = openvino_models.conv_case(
+        np.random.default_rng(0), config, (1, 8, 12, 14, 16), (1, 6, 7, 8, 3)
+    )
+    perfect = _error(conv_only, conv_feeds, truth)
+    for target in ("openvino",):
+        lowered = lower(model, target=target, lower_all=True)
+        assert _error(lowered, feeds, truth) <= 2 * perfect + 1e-3, target
+        assert _error(lowered, feeds, truth, F32) <= 1e-4, target

@@ -14,17 +14,27 @@ from collections.abc import Sequence
 
 import onnx_ir as ir
 
-from gridsample_lower.lowering.emitter import Emitter
+from gridsample_lower.lowering.emitter import ALL_AXES, Emitter
 from gridsample_lower.spec import GridSampleSpec
 
-__all__ = ["bounds_coordinate", "passes_nan", "ring_base", "source_coordinate", "tap_indices"]
+__all__ = [
+    "bounds_coordinate",
+    "integer_bound",
+    "integer_tap_indices",
+    "passes_nan",
+    "ring_base",
+    "source_coordinate",
+    "tap_indices",
+]
 
 # Past these magnitudes every float32 (float64) is an integer: bounding a coordinate there keeps
 # the fraction, so the taps' weights, that onnxruntime gives it.
 _WHOLE = {ir.DataType.FLOAT: 2.0**23, ir.DataType.DOUBLE: 2.0**52}
 
 
-def source_coordinate(em: Emitter, g: ir.Value, axis: int, spec: GridSampleSpec, ct) -> ir.Value:
+def source_coordinate(
+    em: Emitter, g: ir.Value, axis: int, spec: GridSampleSpec, ct, distinct: bool = False
+) -> ir.Value:
     """Unnormalize grid component ``g`` for spatial ``axis``; then bound it without changing taps.
 
     The operation order is onnxruntime's, so results agree bit for bit:
@@ -36,9 +46,10 @@ def source_coordinate(em: Emitter, g: ir.Value, axis: int, spec: GridSampleSpec,
     keep a NaN coordinate (``passes_nan``), and reflection turns an infinite one into NaN: their
     weights make the result NaN. Nearest with border padding sends NaN to -2**23 and with
     reflection to 0, pixels the reference reads; with zeros padding it masks the point, so its
-    coordinate stays unbounded.
+    coordinate stays unbounded. ``distinct``: the same values from a graph that starts with
+    its own constant of ones (``sampling._interleaved_taps``: not merged with another).
     """
-    one = em.const(1.0, ct)
+    one = em.axis_size(axis, ct, lambda n: 1.0) if distinct else em.const(1.0, ct)
     if spec.align_corners:
         x = em.Mul(em.Add(g, one), em.axis_size(axis, ct, lambda n: (n - 1) / 2))
     else:
@@ -48,7 +59,12 @@ def source_coordinate(em: Emitter, g: ir.Value, axis: int, spec: GridSampleSpec,
         )
     if spec.padding_mode == "reflection":
         period = reflection_period(em, axis, spec, ct)
-        whole = em.Mul(em.Sign(x), em.Floor(em.Div(em.Abs(x), period)))  # trunc(x / period)
+        whole = em.Floor(em.Div(em.Abs(x), period))
+        if axis == ALL_AXES:  # OpenVINO runs Sign alone, on a bfloat16 input: the sign by Clip
+            sign = em.clip(em.Mul(x, em.const(2.0**100, ct)), em.const(-1.0, ct), em.const(1.0, ct))
+            whole = em.Mul(sign, whole)  # (|x| < 2**-100: whole is 0 anyway)
+        else:
+            whole = em.Mul(em.Sign(x), whole)  # trunc(x / period)
         x = em.Sub(x, em.Mul(whole, period))  # fmod, exact by Sterbenz, and fast
         if passes_nan(spec):  # linear, cubic: NaN (infinities too) give NaN weights
             return x
@@ -86,7 +102,13 @@ def reflection_period(em: Emitter, axis: int, spec: GridSampleSpec, ct) -> ir.Va
     """2L (align_corners=0) or 2(L-1) (align_corners=1; 1 for a size-1 axis, which folds to 0)."""
     if not spec.align_corners:
         return em.axis_size(axis, ct, lambda n: 2 * n)
-    size = em.x_dim(2 + axis)
+    if axis == ALL_AXES:
+        sizes = [em.x_dim(2 + spec.rank - 1 - j) for j in range(spec.rank)]
+        if all(s is not None for s in sizes):
+            return em.const([max(2 * (s - 1), 1) for s in sizes], ct)
+        size = None
+    else:
+        size = em.x_dim(2 + axis)
     if size is not None:
         return em.const(max(2 * (size - 1), 1), ct)
     period = em.axis_size(axis, ct, lambda n: 2 * (n - 1))
@@ -103,7 +125,7 @@ def ring_base(em: Emitter, floor: ir.Value, axis: int, offsets: Sequence[float],
     """
     low = em.const(-1.0 - max(offsets), ct)
     high = em.axis_size(axis, ct, lambda n: n - min(offsets))
-    return em.clip(floor, low, high)
+    return em.clip(floor, low, high, vector=axis == ALL_AXES)
 
 
 def tap_indices(
@@ -121,8 +143,53 @@ def tap_indices(
     if spec.padding_mode == "reflection":
         return _reflect(em, taps, axis, spec, ct), None
     last = em.axis_size(axis, ct, lambda n: n - 1)
-    clamped = em.clip(taps, em.const(0.0, ct), last)
+    clamped = em.clip(taps, em.const(0.0, ct), last, vector=axis == ALL_AXES)
     return clamped, (em.Equal(clamped, taps) if spec.padding_mode == "zeros" else None)
+
+
+def integer_tap_indices(
+    em: Emitter, taps: ir.Value, axis: int, spec: GridSampleSpec, dtype: ir.DataType
+) -> tuple[ir.Value, ir.Value | None]:
+    """``tap_indices`` on integer taps (``dtype``): in-axis positions and the validity mask.
+
+    Reflection by the integer form (docs/semantics.md): ``m = t mod p``, then ``min(m, p - m)``
+    (align_corners=1, p = 2(L-1), 1 for a size-1 axis) or ``min(m, p - 1 - m)``
+    (align_corners=0, p = 2L). ``source_coordinate`` leaves taps above -p - 2, so ``t + 4p`` is
+    not negative and Div is the floor division. A NaN coordinate's taps are whatever integers
+    the cast made of them: ``flat_index`` clamps them into the axis.
+    """
+    if spec.padding_mode == "reflection":
+        if spec.align_corners:
+            size = em.x_dim(2 + axis)
+            if size is not None:
+                period = em.const(max(2 * (size - 1), 1), dtype)
+            else:
+                doubled = em.axis_size(axis, dtype, lambda n: 2 * (n - 1))
+                period = em.Max(doubled, em.const(1, dtype))
+            last = period
+        else:
+            period = em.axis_size(axis, dtype, lambda n: 2 * n)
+            last = em.axis_size(axis, dtype, lambda n: 2 * n - 1)
+        shifted = em.Add(taps, em.Mul(period, em.const(4, dtype)))
+        folded = em.Sub(shifted, em.Mul(em.Div(shifted, period), period))
+        return em.Min(folded, em.Sub(last, folded)), None
+    clamped = em.clip(taps, em.const(0, dtype), integer_bound(em, axis, dtype, lambda n: n - 1))
+    return clamped, (em.Equal(clamped, taps) if spec.padding_mode == "zeros" else None)
+
+
+def integer_bound(em: Emitter, axis: int, dtype: ir.DataType, fn) -> ir.Value:
+    """``fn(L)`` as an integer bound of ``dtype``, int32 ones capped at 2**30.
+
+    A large axis then cannot wrap them; int32 positions are bounded far below that
+    (``costs.positions_fit_int32``).
+    """
+    if dtype != ir.DataType.INT32:
+        return em.axis_size(axis, dtype, fn)
+    size = em.x_dim(2 + axis)
+    if size is not None:
+        return em.const(min(fn(size), 2**30), dtype)
+    capped = em.Min(em.axis_size(axis, ir.DataType.INT64, fn), em.const(2**30, ir.DataType.INT64))
+    return em.Cast(capped, to=dtype)
 
 
 def _reflect(em: Emitter, taps: ir.Value, axis: int, spec: GridSampleSpec, ct) -> ir.Value:

@@ -21,7 +21,12 @@ import onnx_ir as ir
 
 from gridsample_lower.lowering.targets import TARGETS, Target
 
-__all__ = ["Emitter", "NodeRecorder"]
+__all__ = ["ALL_AXES", "Emitter", "NodeRecorder"]
+
+# ``axis_size``'s axis for every spatial axis at once: a (r,) vector in the grid's component
+# order (the last spatial axis first), to broadcast over the grid's last axis.
+ALL_AXES = -1
+TILED_CONSTANT_MAX = 2**16  # values of a per-axis constant tiled over the grid's last axis
 
 
 class Emitter:
@@ -65,8 +70,9 @@ class Emitter:
 
     # Operations whose form depends on what the target allows.
 
-    def clip(self, x: ir.Value, low: ir.Value, high: ir.Value) -> ir.Value:
-        if self.target.allows("Clip"):
+    def clip(self, x: ir.Value, low: ir.Value, high: ir.Value, vector: bool = False) -> ir.Value:
+        """Clip; Max and Min where the target lacks it or a bound is a vector (``ALL_AXES``)."""
+        if self.target.allows("Clip") and not vector:
             return self.Clip(x, low, high)
         return self.Max(self.Min(x, high), low)
 
@@ -127,8 +133,36 @@ class Emitter:
         )
 
     def axis_size(self, axis: int, dtype: ir.DataType, fn: Callable[[float], float] = float) -> Any:
-        """``fn(L)``, L the size of spatial ``axis`` (X's axis 2 + axis), as ``x_size`` makes it."""
+        """``fn(L)``, L the size of spatial ``axis`` (X's axis 2 + axis), as ``x_size`` makes it.
+
+        ``ALL_AXES``: every axis' ``fn(L)`` as a (r,) vector in the grid's component order.
+        """
+        if axis == ALL_AXES:
+            return self._interleaved_size(dtype, fn)
         return self.x_size(range(2 + axis, 3 + axis), dtype, fn)
+
+    def _interleaved_size(self, dtype: ir.DataType, fn: Callable[[float], float]) -> Any:
+        axes = [self.rank - 1 - j for j in range(self.rank)]
+        dims = [self.x_dim(2 + a) for a in axes]
+        if all(d is not None for d in dims):
+            vector = [fn(d) for d in dims]
+            # Tiled over the grid's last spatial axis: a (r,) constant broadcast along the
+            # innermost axis keeps OpenVINO's fused kernels from vectorizing over the points.
+            grid = self._shape_of(self._grid)
+            width = grid[-2] if grid is not None and len(grid) >= 3 else None
+            if width is not None and 1 < width * self.rank <= TILED_CONSTANT_MAX:
+                return self.const([vector] * width, dtype)
+            return self.const(vector, dtype)
+        return self.once(
+            ("interleaved", dtype, fn(0), fn(1)),
+            lambda: self.Concat(
+                *[
+                    self.Unsqueeze(self.axis_size(a, dtype, fn), self.const([0], ir.DataType.INT64))
+                    for a in axes
+                ],
+                axis=0,
+            ),
+        )
 
     def once(self, key: tuple, build: Callable[[], ir.Value]) -> ir.Value:
         """The value ``build`` makes, emitted once per lowered node for the same ``key``."""

@@ -37,12 +37,14 @@ def flat_index(
     indices: Sequence[ir.Value],
     inside: ir.Value | None,
     offsets: Sequence[float] | None = None,
+    integers: bool = False,
 ) -> ir.Value:
     """The sample_type-sample flat index ``(N, T.., O..)`` of the per-axis (float, exact) indices.
 
     Where ``inside`` is False it is S, the zero slot past the sample (GatherElements' zero
     slot), else 0. With ``offsets`` (the plan's one index per point) the taps' positions
     relative to each axis' index are added last, as one ``(1, T.., 1..)`` table of flat offsets.
+    ``integers``: the indices are the plan's position type already (``sampling.planar_indices``).
     """
     r, ct, sample_type = spec.rank, compute_dtype(spec), plan.sample_type
     taps = (0.0,) if offsets is None else offsets
@@ -63,7 +65,8 @@ def flat_index(
             flat = em.clip(flat, em.const(low, sample_type), em.const(high, sample_type))
     else:
         positions = plan.position_type  # int32 where they surely fit: 3-5x faster than int64
-        indices = [em.Cast(index, to=positions) for index in indices]
+        if not integers:
+            indices = [em.Cast(index, to=positions) for index in indices]
         if inside is not None:  # outside points' indices (NaN ones too) become 0
             indices = [em.Mul(index, inside_as(positions)) for index in indices]
         elif passes_nan(spec):

@@ -35,7 +35,7 @@ INT32, INT64 = ir.DataType.INT32, ir.DataType.INT64
 # The sums each gather can carry out: (rows, nearest) -> forms.
 SUMS = {
     (False, False): ("reduce_sum", "by_channel"),
-    (True, False): ("chain", "scaled", "matmul"),
+    (True, False): ("chain", "scaled", "matmul", "reduce_sum"),
     (False, True): ("none",),
     (True, True): ("none",),
 }
@@ -62,6 +62,9 @@ class Plan:
         sample_type: the flat index within one sample; ``index_type``: across every sample
             (where the rows add their batch offsets).
         tiled: the channels-last copy is made in tiles of ``TILE`` pixels.
+        interleaved: the coordinates are computed on the grid as it is, ``(N, O.., r)``, in
+            elementwise regions that end in small integers and weights, each axis' weights
+            kept apart (bfloat16-safe: ``_choose_interleaved``); else planar, axis by axis.
         empty: X has no values (a static 0 batch or channel): Y is X reshaped.
         refusal: why the target cannot take this node, or "".
     """
@@ -79,6 +82,7 @@ class Plan:
     sample_type: ir.DataType
     index_type: ir.DataType
     tiled: bool
+    interleaved: bool = False
     empty: bool = False
     refusal: str = ""
     why: dict[str, str] = dataclasses.field(default_factory=dict, compare=False, repr=False)
@@ -120,7 +124,8 @@ def plan_of(
 ) -> Plan:
     """Every choice for a node of ``spec`` with these shapes (ints where static) on ``target``.
 
-    ``force`` (tests only) overrides the forms ``gather``, ``sum``, ``zero_slot`` or ``tiled``
+    ``force`` (tests only) overrides the forms ``gather``, ``sum``, ``zero_slot``, ``tiled`` or
+    ``interleaved``
     before the choices that depend on them are made: every form can then be run on tiny shapes.
     """
     force = dict(force or {})
@@ -144,11 +149,31 @@ def plan_of(
         position_type = INT32
         why["position_type"] = "int32's Cast, Clip and Mul run 3-5x faster than int64's"
     combine, why["sum"] = _choose_sum(spec, given, taps, target, rows, sample_type == INT64)
+    if (
+        rows
+        and combine == "chain"
+        and target.reduced_storage
+        and costs.reduced_rows_pay(given, taps)
+    ):
+        combine, why["sum"] = (
+            "reduce_sum",
+            (
+                f"{taps} taps: a chain this long is split in OpenVINO's kernels, its partial sums "
+                "stored in bfloat16; one Gather, one ReduceSum"
+            ),
+        )
     tiled = rows and costs.tiled_pays(spec, gathered)
     if "sum" in force:
         combine, why["sum"] = str(force.pop("sum")), "forced"
     if "tiled" in force:
         tiled = rows and bool(force.pop("tiled"))
+    interleaved, why["interleaved"] = _choose_interleaved(target)
+    if "interleaved" in force:
+        interleaved, why["interleaved"] = bool(force.pop("interleaved")), "forced"
+    if interleaved and flat_in_float:  # a float flat index would be stored in bfloat16
+        flat_in_float, why["flat_in_float"] = False, "float tensors may be bfloat16: integers"
+        if costs.positions_fit_int32(spec, gathered):
+            position_type = INT32
     if force or combine not in SUMS[rows, spec.mode == "nearest"]:
         raise ValueError(f"cannot force {force or combine!r} with {'rows' if rows else 'elements'}")
     return Plan(
@@ -167,6 +192,7 @@ def plan_of(
         tiled=tiled,
         empty=given.batch == 0 or given.channels == 0,
         refusal=int32_overflow(spec, given.dims, target, rows=rows),
+        interleaved=interleaved,
         why=why,
     )
 
@@ -210,6 +236,23 @@ def _choose_ring(spec: GridSampleSpec, rows: bool, target: Target) -> tuple[int,
     if spec.mode != "nearest" and spec.padding_mode == "zeros":
         return 0, f"no Pad for {spec.x_dtype.name.lower()}: the weights are masked"
     return 0, ""
+
+
+def _choose_interleaved(target: Target) -> tuple[bool, str]:
+    """Whether the coordinates are computed on the grid as it is (bfloat16-safe), and why.
+
+    OpenVINO's CPU plugin, at its default precision on CPUs with bfloat16, stores every float
+    tensor between its kernels in bfloat16 upstream of a Conv or MatMul (8 bits: a coordinate
+    of 37.4 to 0.25, integers exact to 256), while its fused elementwise kernels compute in
+    float32. The interleaved form keeps the coordinates inside such kernels: from the grid,
+    which it reads in float32 only into an elementwise kernel, to small integers and weights;
+    each axis' weights multiply the taps apart. It costs onnxruntime 1.38x (geomean over
+    bench/run.py's shapes; up to 4.5x for 3-D linear: ops on interleaved values, the weights'
+    hi + lo and a Mul per axis on every gathered value), so only the openvino target takes it.
+    """
+    if target.reduced_storage:
+        return True, f"the {target.name} target's runtime may store float tensors in bfloat16"
+    return False, ""
 
 
 def _choose_index_types(

@@ -14,8 +14,14 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import onnx_ir as ir
 
-from gridsample_lower.lowering.coords import ring_base, source_coordinate, tap_indices
-from gridsample_lower.lowering.emitter import Emitter
+from gridsample_lower.lowering.coords import (
+    integer_bound,
+    integer_tap_indices,
+    ring_base,
+    source_coordinate,
+    tap_indices,
+)
+from gridsample_lower.lowering.emitter import ALL_AXES, Emitter
 from gridsample_lower.lowering.flat_index import per_tap
 from gridsample_lower.lowering.gathers import gather_and_combine
 from gridsample_lower.lowering.plan import Plan
@@ -87,7 +93,9 @@ def interpolate(
     """
     r, ct = spec.rank, compute_dtype(spec)
     indices, weights = [], None
-    for axis, g in enumerate(grid_coordinates(em, grid, spec)):
+    if plan.interleaved:
+        indices, weights = _interleaved_taps(em, grid, spec, plan, kernel)
+    for axis, g in enumerate([] if plan.interleaved else grid_coordinates(em, grid, spec)):
         coord = source_coordinate(em, g, axis, spec, ct)  # finite, NaN and infinities too
         floor, taps = em.Floor(coord), TapConstants(em, axis, r, ct)
         w = kernel.weights(em, em.Add(coord, em.Sub(g, g)), floor, taps)  # g - g: 0 or NaN
@@ -109,8 +117,180 @@ def interpolate(
         x = _zero_ring(em, x, spec, plan.ring)
         em = em.with_x(x)
     offsets = [o + plan.ring for o in kernel.offsets] if plan.per_point else None
-    y = gather_and_combine(em, x, spec, plan, indices, weights, offsets=offsets)
+    integers = plan.interleaved and not positions_exact_in_bf16(em, spec, plan)
+    y = gather_and_combine(em, x, spec, plan, indices, weights, offsets=offsets, integers=integers)
     return _cast_result(em, y, spec, ct)
+
+
+def interleaved_grid(em: Emitter, grid: ir.Value, spec: GridSampleSpec) -> ir.Value:
+    """The grid as it is, ``(N, O1..Or, r)``, in the compute type: every axis at once."""
+    ct = compute_dtype(spec)
+    return grid if spec.grid_dtype == ct else em.Cast(grid, to=ct)
+
+
+def planar(em: Emitter, value: ir.Value, rank: int, tapped: bool) -> list[ir.Value]:
+    """Each spatial axis' part of an interleaved ``([T,] N, O.., r)`` value, in X's axis order.
+
+    Shaped as ``grid_coordinates`` and ``TapConstants`` shape them: ``(N, 1.., T, ..1, O..)``
+    (T on tensor axis 1 + axis), or ``(N, 1..1, O..)`` untapped.
+
+    One Transpose puts the components first, ``(r, N, [T,] O..)``; each axis is one slice.
+    """
+    if tapped:  # (T, N, O.., r) -> (r, N, T, O..)
+        value = em.Transpose(value, perm=[rank + 2, 1, 0, *range(2, rank + 2)])
+    else:  # (N, O.., r) -> (r, N, O..)
+        value = em.Transpose(value, perm=[rank + 1, *range(rank + 1)])
+    parts = []
+    for axis in range(rank):
+        part = em.Gather(value, em.index(rank - 1 - axis), axis=0)
+        ones = [1 + k for k in range(rank) if k != axis] if tapped else list(range(1, 1 + rank))
+        parts.append(em.Unsqueeze(part, em.const(ones, INT64)) if ones else part)
+    return parts
+
+
+BF16_EXACT = 256  # integers up to this magnitude are exact in bfloat16
+
+
+def positions_exact_in_bf16(em: Emitter, spec: GridSampleSpec, plan: Plan) -> bool:
+    """Whether every in-axis tap position (ring and kernel included) is exact in bfloat16."""
+    sizes = [em.x_dim(2 + a) for a in range(spec.rank)]
+    return all(n is not None and n + 2 * plan.ring + 4 <= BF16_EXACT for n in sizes)
+
+
+def planar_indices(
+    em: Emitter, index: ir.Value, spec: GridSampleSpec, plan: Plan, tapped: bool
+) -> list[ir.Value]:
+    """Each axis' part of interleaved integer-valued float tap positions, as ``planar``.
+
+    Where an axis (with its ring) may pass 256, the positions leave their region as two
+    values exact in bfloat16, ``256 hi + lo`` (one output: a region with two would be split),
+    and are put together in the plan's position type. Positions far outside the axis may
+    round, but stay outside: the integer clamps send them to the same edge.
+    """
+    r, ct = spec.rank, compute_dtype(spec)
+    if positions_exact_in_bf16(em, spec, plan):
+        return planar(em, index, r, tapped)
+    hi = em.Floor(em.Mul(index, em.const(1.0 / BF16_EXACT, ct)))
+    lo = em.Sub(index, em.Mul(hi, em.const(float(BF16_EXACT), ct)))
+    rank = r + 2 + (1 if tapped else 0)
+    first = em.Constant(value=ir.Tensor(np.reshape([True, False], [2] + [1] * rank)))
+    both = em.Where(first, hi, lo)  # (2, [T,] N, O.., r): hi, then lo
+    positions = plan.position_type
+    highs, lows = (
+        [
+            em.Cast(p, to=positions)
+            for p in planar(em, em.Gather(both, em.index(k), axis=0), r, tapped)
+        ]
+        for k in range(2)
+    )
+    scale = em.const(BF16_EXACT, positions)
+    return [em.Add(em.Mul(h, scale), low) for h, low in zip(highs, lows, strict=True)]
+
+
+@dataclasses.dataclass(frozen=True)
+class InterleavedTaps:
+    """Per-tap constants ``(T, 1, .., 1)`` for interleaved ``(N, O.., r)`` values.
+
+    Every axis' taps on a new leading axis, broadcast to ``(T, N, O.., r)``.
+    """
+
+    em: Emitter
+    rank: int
+    dtype: ir.DataType
+    scalar_coefficients = True  # kernels: keep per-tap constant tensors few (cubic)
+
+    def __call__(self, values: Sequence[float], dtype: ir.DataType | None = None) -> ir.Value:
+        shaped = np.reshape(values, [len(values)] + [1] * (self.rank + 2))
+        return self.em.const(shaped, dtype or self.dtype)
+
+
+def _interleaved_taps(
+    em: Emitter, grid: ir.Value, spec: GridSampleSpec, plan: Plan, kernel: Kernel
+) -> tuple[list[ir.Value], ir.Value]:
+    """Every axis' coordinate, taps and weights computed at once on the grid as it is.
+
+    Two elementwise regions from the grid, each to one output: the taps (small integers,
+    exact in bfloat16 up to 256) and the weights. OpenVINO's CPU plugin fuses each into one
+    kernel that reads the grid in float32 (its default bfloat16 precision stores every float
+    tensor between kernels in bfloat16, a coordinate to 2**-9 of its size). A region with
+    two outputs is split, storing the coordinate: so the weights' region starts with its own
+    Add (a tiled constant of ones, not the scalar), which keeps OpenVINO from merging the
+    two regions' common start. Then each axis' part is taken out, planar.
+    """
+    r, ct = spec.rank, compute_dtype(spec)
+    taps = InterleavedTaps(em, r, ct)
+    g = interleaved_grid(em, grid, spec)
+    floor = em.Floor(source_coordinate(em, g, ALL_AXES, spec, ct))
+    g_w = em.Add(g, taps([0.0]))  # (1, N, O.., r): the weights' own start
+    coord = source_coordinate(em, g_w, ALL_AXES, spec, ct)
+    w = kernel.weights(em, em.Add(coord, em.Sub(g_w, g_w)), em.Floor(coord), taps)  # (T, N, O.., r)
+    if not positions_exact_in_bf16(em, spec, plan):  # the floors leave as 256 hi + lo
+        return _integer_taps(em, floor, spec, plan, kernel, _split_weights(em, w, r, ct))
+    if plan.per_point:
+        index = ring_base(em, floor, ALL_AXES, kernel.offsets, ct)  # (N, O.., r)
+    elif plan.ring:
+        index = em.Add(floor, taps([o + 1 for o in kernel.offsets]))
+        if ct == ir.DataType.DOUBLE:  # clamped in float first: a float64 floor may pass 2**31
+            last = em.axis_size(ALL_AXES, ct, lambda n: n + 1)
+            index = em.clip(index, em.const(0.0, ct), last, vector=True)
+    else:
+        positions = em.Add(floor, taps(kernel.offsets))
+        index, inside = tap_indices(em, positions, ALL_AXES, spec, ct)
+        if inside is not None:
+            w = em.Mul(w, em.Cast(inside, to=ct))
+    indices = planar(em, index, r, tapped=not plan.per_point)
+    return indices, _split_weights(em, w, r, ct)
+
+
+def _split_weights(em: Emitter, w: ir.Value, rank: int, ct) -> list[tuple[ir.Value, ir.Value]]:
+    """Each axis' weights apart, each as ``(hi, lo)``, exact enough in bfloat16.
+
+    ``hi`` is a multiple of 2**-8, exact in bfloat16 (weights lie in [-1, 1]); ``lo = w - hi``
+    (exact) lies below 2**-8, so bfloat16 rounds it by 2**-17 at most. One output,
+    ``(2, T, N, O.., r)``. The gathered values are multiplied by every ``hi + lo`` in one
+    region: neither a weight nor a product of weights is stored.
+    """
+    hi = em.Mul(em.Floor(em.Mul(w, em.const(256.0, ct))), em.const(1.0 / 256, ct))
+    lo = em.Sub(w, hi)
+    first = em.Constant(value=ir.Tensor(np.reshape([True, False], [2] + [1] * (rank + 3))))
+    both = em.Where(first, hi, lo)
+    highs, lows = (
+        planar(em, em.Gather(both, em.index(k), axis=0), rank, tapped=True) for k in range(2)
+    )
+    return list(zip(highs, lows, strict=True))
+
+
+def _integer_taps(
+    em: Emitter,
+    floor: ir.Value,
+    spec: GridSampleSpec,
+    plan: Plan,
+    kernel: Kernel,
+    weights: list[tuple[ir.Value, ir.Value]],
+) -> tuple[list[ir.Value], list[tuple[ir.Value, ir.Value]]]:
+    """Each axis' taps from its floors, in integers (an axis past 256, or of unknown size).
+
+    The floors leave their region exact (``planar_indices``); the taps, the ring's clamp, the
+    padding rule and the masks are integer arithmetic, exact whatever the runtime stores.
+    """
+    r, ct, dtype = spec.rank, compute_dtype(spec), plan.position_type
+    indices = []
+    for axis, f in enumerate(planar_indices(em, floor, spec, plan, tapped=False)):
+        taps = TapConstants(em, axis, r, dtype)
+        if plan.per_point:
+            low = em.const(-1 - max(kernel.offsets), dtype)
+            high = integer_bound(em, axis, dtype, lambda n: n - min(kernel.offsets))
+            index = em.clip(f, low, high)
+        elif plan.ring:  # clamped onto the ring by flat_index
+            index = em.Add(f, taps([o + 1 for o in kernel.offsets]))
+        else:
+            positions = em.Add(f, taps(kernel.offsets))
+            index, inside = integer_tap_indices(em, positions, axis, spec, dtype)
+            if inside is not None:  # a multiply by 0 or 1: exact in any precision
+                mask = em.Cast(inside, to=ct)
+                weights[axis] = tuple(em.Mul(part, mask) for part in weights[axis])
+        indices.append(index)
+    return indices, weights
 
 
 def _zero_ring(em: Emitter, x: ir.Value, spec: GridSampleSpec, width: int) -> ir.Value:

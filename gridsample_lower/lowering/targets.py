@@ -34,6 +34,12 @@ class Target:
     # GridSample configurations the target runs natively (kept by default); the node, when
     # known, lets it judge by shapes and constant inputs.
     keeps: Callable[[GridSampleSpec, ir.Node | None], bool] = lambda spec, node=None: False
+    # The runtime may store float tensors between its kernels in reduced precision (OpenVINO's
+    # CPU plugin: bfloat16 by default where the CPU has it), while computing fused elementwise
+    # kernels in float32: the coordinates are computed from the grid as it is, in regions that
+    # end in integers and weights (``plan.interleaved``). Not for generic: that form costs
+    # onnxruntime 1.38x (geomean of bench/run.py's shapes, up to 4.5x for 3-D linear).
+    reduced_storage: bool = False
 
     def __post_init__(self) -> None:
         if _takes_spec_only(self.keeps):  # written before targets could see the node
@@ -203,6 +209,7 @@ TARGETS: dict[str, Target] = {
             # channels 8.66 vs 6.24 ms; at worst 15% faster).
             avoids=ONNXRUNTIME_ONLY | {"GatherElements"},
             keeps=_openvino_keeps,
+            reduced_storage=True,
         ),
         Target(
             "tensorrt",

@@ -75,6 +75,17 @@ TABLE = [
     ("cubic 15 ch", CUBIC, [1, 15, 16, 16], _points(256), "onnxruntime", {"sum": "by_channel"}),
     ("cubic 16 ch", CUBIC, [1, 16, 16, 16], _points(256), "onnxruntime", {"sum": "matmul"}),
     ("generic: no MatMul", CUBIC, [1, 16, 16, 16], _points(256), "generic", {"sum": "reduce_sum"}),
+    # REDUCED_ROWS_MIN_TAPS = 8: interleaved rows (openvino) of 8+ taps summed by one ReduceSum
+    ("openvino cubic rows", CUBIC, [1, 40, 16, 16], _points(64), "openvino", {"sum": "reduce_sum"}),
+    (
+        "openvino 3-D rows",
+        GridSampleSpec(3, "linear", "zeros", 0),
+        [1, 40, 8, 8, 8],
+        [1, 4, 4, 4, 3],
+        "openvino",
+        {"sum": "reduce_sum"},
+    ),
+    ("openvino linear rows", LINEAR, [1, 40, 16, 16], _points(64), "openvino", {"sum": "chain"}),
     # TAPS_MAX_VALUES = 2**25 in one Gather of every tap
     ("64 x 16 x 32768", CUBIC, [1, 64, 16, 16], _points(32768), "onnxruntime", {"sum": "matmul"}),
     ("64 x 16 x 32769", CUBIC, [1, 64, 16, 16], _points(32769), "onnxruntime", {"sum": "chain"}),
@@ -145,7 +156,8 @@ TABLE = [
         {"gather": "rows", "sample_type": INT32, "index_type": INT64},
     ),
     ("int32 target", LINEAR, [2, 3, "H", 8], _points(4), "int32", {"sample_type": INT32}),
-    # one index per point combined in float while exact: 2**24 in float32
+    # one index per point combined in float while exact: 2**24 in float32 (targets whose
+    # runtime may store floats in bfloat16 never: their coordinates are interleaved)
     (
         "2**24 float32",
         NEAREST_ZEROS,
@@ -162,6 +174,18 @@ TABLE = [
         "generic",
         {"flat_in_float": False},
     ),
+    (
+        "bfloat16, one per point",
+        NEAREST_ZEROS,
+        [1, 1, 64, 64],
+        _points(1),
+        "openvino",
+        {"flat_in_float": False},
+    ),
+    # coordinates interleaved where the target's runtime may store floats in bfloat16
+    ("generic", LINEAR, [1, 3, 8, 8], _points(4), "generic", {"interleaved": False}),
+    ("openvino", LINEAR, [1, 3, 8, 8], _points(4), "openvino", {"interleaved": True}),
+    ("onnxruntime", LINEAR, [1, 3, 8, 8], _points(4), "onnxruntime", {"interleaved": False}),
     # positions in int32 where they surely fit: static sizes, or float32 coordinates bounded
     ("bounded float32", LINEAR, [1, 3, "H", "W"], _points(4), "generic", {"position_type": INT32}),
     (
@@ -278,7 +302,7 @@ CASES = [
     CASES,
     ids=[f"{s.label}-{'-'.join(map(str, f.values()))}".replace(" ", "") for s, f in CASES],
 )
-@pytest.mark.parametrize("target", ["generic", "onnxruntime"])
+@pytest.mark.parametrize("target", ["generic", "onnxruntime", "openvino"])
 def test_every_forced_form_matches_the_oracle(spec, form, target, rng):
     """Each gather and sum form, forced on tiny shapes, samples what the oracle samples.
 

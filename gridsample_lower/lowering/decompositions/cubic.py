@@ -27,6 +27,8 @@ COEFFICIENTS = list(zip(OUTER, INNER, INNER, OUTER, strict=True))  # a, b, c, e:
 
 
 def _weights(em: Emitter, x: ir.Value, x1: ir.Value, per_tap) -> ir.Value:
+    if getattr(per_tap, "scalar_coefficients", False):
+        return _weights_by_distance(em, x, x1, per_tap)
     d = em.Add(em.Mul(em.Sub(x, x1), per_tap(SIGN)), per_tap(SHIFT))  # t + 1, t, 1 - t, 2 - t
     a, b, c, e = (per_tap(list(k)) for k in COEFFICIENTS)
     return em.Add(em.Mul(em.Add(em.Mul(em.Add(em.Mul(d, a), b), d), c), d), e)
@@ -37,3 +39,25 @@ CUBIC = Kernel(offsets=(-1.0, 0.0, 1.0, 2.0), weights=_weights)
 
 def cubic(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, plan: Plan) -> ir.Value:
     return interpolate(em, x, grid, spec, plan, CUBIC)
+
+
+def _weights_by_distance(em: Emitter, x: ir.Value, x1: ir.Value, per_tap) -> ir.Value:
+    """The same weights, bit for bit, from one per-tap constant (interleaved coordinates).
+
+    d = |t - offset| is t + 1, t, 1 - t and 2 - t exactly as above; both polynomials take
+    scalar coefficients, and a constant mask picks the inner one for the two inner taps. A
+    fused elementwise kernel in OpenVINO takes few constant tensors: the four per-tap ones
+    above would split it and store the values between in bfloat16.
+    """
+    ct = per_tap.dtype
+
+    def c(v):
+        return em.const(v, ct)
+
+    d = em.Abs(em.Sub(em.Sub(x, x1), per_tap(list(CUBIC.offsets))))
+    inner = em.Add(em.Mul(em.Mul(em.Add(em.Mul(d, c(A + 2)), c(-(A + 3))), d), d), c(1.0))
+    outer = em.Add(
+        em.Mul(em.Add(em.Mul(em.Add(em.Mul(d, c(A)), c(-5 * A)), d), c(8 * A)), d), c(-4 * A)
+    )
+    inner_taps = per_tap([False, True, True, False], ir.DataType.BOOL)
+    return em.Where(inner_taps, inner, outer)

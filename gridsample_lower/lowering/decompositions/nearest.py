@@ -9,17 +9,40 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from gridsample_lower.lowering.coords import source_coordinate, tap_indices
-from gridsample_lower.lowering.emitter import Emitter
+from gridsample_lower.lowering.coords import integer_tap_indices, source_coordinate, tap_indices
+from gridsample_lower.lowering.emitter import ALL_AXES, Emitter
 from gridsample_lower.lowering.gathers import gather_and_combine
 from gridsample_lower.lowering.plan import Plan
-from gridsample_lower.lowering.sampling import grid_coordinates
+from gridsample_lower.lowering.sampling import (
+    grid_coordinates,
+    interleaved_grid,
+    planar,
+    planar_indices,
+    positions_exact_in_bf16,
+)
 from gridsample_lower.spec import GridSampleSpec, compute_dtype
 
 
 def nearest(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, plan: Plan) -> ir.Value:
     ct = compute_dtype(spec)
     indices, inside = [], None
+    if plan.interleaved:  # every axis at once on the grid as it is (sampling._interleaved_taps)
+        g = interleaved_grid(em, grid, spec)
+        tap = em.round_half_to_even(source_coordinate(em, g, ALL_AXES, spec, ct), ct)
+        if positions_exact_in_bf16(em, spec, plan):
+            index, mask = tap_indices(em, tap, ALL_AXES, spec, ct)
+            indices = planar(em, index, spec.rank, tapped=False)
+            masks = planar(em, mask, spec.rank, tapped=False) if mask is not None else []
+        else:  # the taps leave as 256 hi + lo; the padding rule in integers
+            indices, masks = [], []
+            for axis, t in enumerate(planar_indices(em, tap, spec, plan, tapped=False)):
+                index, mask = integer_tap_indices(em, t, axis, spec, plan.position_type)
+                indices.append(index)
+                masks += [mask] if mask is not None else []
+        for part in masks:
+            inside = part if inside is None else em.logical_and(inside, part)
+        integers = not positions_exact_in_bf16(em, spec, plan)
+        return gather_and_combine(em, x, spec, plan, indices, inside=inside, integers=integers)
     for axis, g in enumerate(grid_coordinates(em, grid, spec)):
         tap = em.round_half_to_even(source_coordinate(em, g, axis, spec, ct), ct)
         index, mask = tap_indices(em, tap, axis, spec, ct)
