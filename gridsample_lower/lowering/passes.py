@@ -28,6 +28,7 @@ from gridsample_lower.lowering.inventory import (
     is_gridsample,
     name_unnamed,
 )
+from gridsample_lower.lowering.native_taps import READER_KEY
 from gridsample_lower.lowering.plan import node_plan
 from gridsample_lower.lowering.rule import RULE_NAME, gridsample_rule
 from gridsample_lower.lowering.selection import Selection, selects
@@ -166,6 +167,7 @@ def _apply_rule(
         for node in ir.traversal.RecursiveGraphIterator(root):
             if node.metadata_props.get(rewriter.RULE_NAME_TAG) == RULE_NAME:
                 del node.metadata_props[rewriter.RULE_NAME_TAG]
+            node.metadata_props.pop(READER_KEY, None)  # (only this rewrite must leave them)
     return count
 
 

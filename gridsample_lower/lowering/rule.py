@@ -19,6 +19,7 @@ from onnxscript import rewriter
 
 from gridsample_lower.lowering.emitter import Emitter
 from gridsample_lower.lowering.inventory import lend_inferred_types
+from gridsample_lower.lowering.native_taps import READER_KEY, read_by_native
 from gridsample_lower.lowering.plan import Plan, node_plan
 from gridsample_lower.lowering.registry import lookup
 from gridsample_lower.lowering.selection import selects
@@ -56,6 +57,8 @@ class GridSampleLowering(rewriter.RewriteRuleClassBase):
     def check(self, context, x: ir.Value, grid: ir.Value, y: ir.Value, **_) -> rewriter.MatchResult:
         result = rewriter.MatchResult()
         node = y.producer()
+        if READER_KEY in node.metadata_props:  # a tap reader this rule emitted: never again
+            return result.fail("a GridSample the lowering reads taps with", node)
         if any(v is not None and (v.type is None or v.shape is None) for v in (x, grid)):
             lend_inferred_types(context.model)  # kept: the rewrite reads the same shapes
         try:
@@ -83,6 +86,8 @@ class GridSampleLowering(rewriter.RewriteRuleClassBase):
         em = Emitter(op, prefix=prefix, x=x, grid=grid, rank=spec.rank, target=self.target)
         if plan.empty:  # Y is empty too. (onnxruntime's optimizer mis-handles the general graph.)
             return em.reshape(x, [em.batch, em.channels, *em.output_dims()])
+        if plan.reader:
+            return read_by_native(em, x, grid, spec, plan)
         return lookup(spec)(em, x, grid, spec, plan)
 
 
