@@ -35,6 +35,13 @@ BY_CHANNEL_MAX_CHANNELS = 16  # up to this many channels with 8+ taps are gather
 BY_CHANNEL_MIN_VALUES = 2**21  # ...and any of GatherElements' few once it gathers this many...
 BY_CHANNEL_INT64_CHANNELS = 4  # ...and up to this many whose indices are int64
 SLOT_MAX_RATIO = 4  # a zero slot appended to X pays while X is at most this many times the points
+# Linear samples read by the target's own kernel (MNN, ncnn) are normalized again for it, which
+# moves them by about L * 2**-24 pixels: up to this size of every sampled axis their error stays
+# within float32's tolerance (random unit data, grid in [-1.1, 1.1], 64x64 points, against
+# onnxruntime: error / tolerance 0.19-0.44 at 64-128, 0.77-0.94 at 160-224, 1.3-1.7 at 320;
+# MNN 3.6.1 adds its own: 1.6e-4 at 224, 3x the tolerance); larger axes read whole pixels at
+# their centres, which is exact.
+SAMPLES_MAX_SIZE = 128
 
 # Types onnxruntime's Where takes: gathered values can be masked; for the others (int8, int16,
 # uint16, uint32, uint64, bool, bfloat16) a zero is appended to X. (int8 and uint32 only from
@@ -297,6 +304,20 @@ STRATEGIES = [
         "True",
         f"rows: the channels-last copy in tiles of {TILE} pixels where each channel's pixels "
         f"take a multiple of {ALIASED_BYTES} bytes, up to {_n(TILED_MAX_VALUES)} values a sample",
+    ),
+    Strategy(
+        "reader",
+        "samples",
+        "targets whose own linear GridSample is right (MNN, ncnn): cubic as 3 linear samples an "
+        "axis (the inner taps merged), linear with reflection as one at the reflected coordinate; "
+        f"every sampled axis up to {SAMPLES_MAX_SIZE} (renormalized samples move by L x 2**-24 "
+        "pixels)",
+    ),
+    Strategy(
+        "reader",
+        "centres",
+        "targets whose own nearest GridSample is right at pixel centres (MNN, ncnn): every other "
+        "tap read there, on X viewed as 2-D; ncnn refuses what neither reader takes",
     ),
     Strategy(
         "index_type",

@@ -80,6 +80,8 @@ def read_by_native(
     if weights is None:
         return em.reshape(values, [n, c, *em.output_dims()])
     values = em.Mul(values, em.reshape(weights, [n, 1, taps, points]))
+    if taps == 1:
+        return em.reshape(values, [n, c, *em.output_dims()])
     if em.target.allows("ReduceSum"):
         y = em.ReduceSum(values, em.const([2], ir.DataType.INT64), keepdims=0)
     else:  # (pnnx drops a single ReduceSum axis): a MatMul with ones, float32 on ncnn
@@ -133,7 +135,8 @@ def _axis_reads(em: Emitter, g, coord, size: int, spec: GridSampleSpec, reader: 
     floor = em.Floor(coord)
     t = em.Sub(x, floor)
     if spec.mode == "linear" and reader == "samples":  # (reflection) one sample, weight 1
-        return _pad_samples(em, x, size, spec, ct), None, 1
+        one = em.const(1.0, ct)  # 1, or NaN for a NaN or infinite grid value, as the reference
+        return _pad_samples(em, x, size, spec, ct), em.Add(em.Sub(g, g), one), 1
     if spec.mode == "linear":
         one = em.const(1.0, ct)
         positions = [floor, em.Add(floor, one)]
@@ -224,7 +227,7 @@ def _stack(em: Emitter, values: list[ir.Value], ct) -> ir.Value:
 
 def _spread(em: Emitter, value: ir.Value, axis: int, counts: list[int], ct) -> ir.Value:
     """Axis ``axis``' ``(N, S, P)`` over every combination of reads, ``(N, K, P)``: a 0/1 MatMul."""
-    if len(counts) == 1:
+    if int(np.prod(counts)) == counts[axis]:  # (one read on the other axes: the identity)
         return value
     combos = list(itertools.product(*[range(k) for k in counts]))
     select = np.zeros((len(combos), counts[axis]))
@@ -263,15 +266,12 @@ def _read_2d(em: Emitter, x, spread, sizes, spec: GridSampleSpec, reader: str, t
             height = em.clip(height, em.const(0.0, ct), em.const(float(sizes[1] - 1), ct))
             col = em.Add(em.Mul(col, inside), em.Sub(inside, em.const(1.0, ct)))
         row = em.Add(em.Mul(depth, em.const(float(sizes[1]), ct)), height)
-    shape4 = [n, taps, points, 1]
-    grid = em.MatMul(
-        em.reshape(_normalized(em, col, width, ct), shape4), em.const([[1.0, 0.0]], ct)
-    )
+    column = [n, taps * points, 1]  # (pnnx leaves a MatMul of (1, 1, P, 1) unconverted)
+    unit_x, unit_y = em.const([[1.0, 0.0]], ct), em.const([[0.0, 1.0]], ct)
+    grid = em.MatMul(em.reshape(_normalized(em, col, width, ct), column), unit_x)
     if row is not None:
-        gy = em.MatMul(
-            em.reshape(_normalized(em, row, rows, ct), shape4), em.const([[0.0, 1.0]], ct)
-        )
-        grid = em.Add(grid, gy)
+        grid = em.Add(grid, em.MatMul(em.reshape(_normalized(em, row, rows, ct), column), unit_y))
+    grid = em.reshape(grid, [n, taps, points, 2])
     mode = "nearest" if reader == "centres" else "linear"
     padding = "zeros" if spec.padding_mode == "zeros" else "border"
     return _native(em, view, grid, mode, padding)  # (N, C, K, P)

@@ -214,7 +214,8 @@ def _choose_reader(spec: GridSampleSpec, sizes: costs.Sizes, target: Target) -> 
     if any(d is None for d in sizes.dims[2:]):
         return "", "symbolic spatial sizes: the readers' pixel centres are constants"
     folds = spec.mode == "cubic" or (spec.mode == "linear" and spec.padding_mode == "reflection")
-    if folds and spec.rank in target.sample_reader_ranks:
+    small = max(sizes.dims[2:]) <= costs.SAMPLES_MAX_SIZE
+    if folds and spec.rank in target.sample_reader_ranks and small:
         return "samples", "its linear kernel is right: cubic 3 samples an axis, reflection folded"
     if spec.rank in target.centre_reader_ranks:
         return "centres", "its nearest kernel reads each tap exactly at its pixel centre"

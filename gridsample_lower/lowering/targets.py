@@ -293,6 +293,12 @@ TARGETS: dict[str, Target] = {
             avoids=ONNXRUNTIME_ONLY | {"Pad", "GatherElements"},
         ),
         Target(
+            "int32",
+            "NNAPI and NPUs that want int32 gather indices everywhere",
+            avoids=ONNXRUNTIME_ONLY,
+            index_dtype=ir.DataType.INT32,
+        ),
+        Target(
             "mnn",
             "MNN: keep 2-D and 3-D linear with zeros or border padding (what it computes "
             "right); cubic, reflection and nearest read by its own GridSample where it is right",
@@ -316,12 +322,6 @@ TARGETS: dict[str, Target] = {
             centre_reader_ranks=frozenset({1, 2, 3}),
             sample_reader_ranks=frozenset({1, 2}),  # (3-D: 5-D values; it reads centres)
             reads_only=True,
-        ),
-        Target(
-            "int32",
-            "NNAPI and NPUs that want int32 gather indices everywhere",
-            avoids=ONNXRUNTIME_ONLY,
-            index_dtype=ir.DataType.INT32,
         ),
     ]
 }
