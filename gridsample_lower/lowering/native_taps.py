@@ -66,20 +66,29 @@ def read_by_native(
         axes.append(_axis_reads(em, g, coord, sizes[a], spec, plan.reader, ct))
     counts = [count for _, _, count in axes]
     taps = int(np.prod(counts))
-    spread = [_spread(em, pos, a, counts, ct) for a, (pos, _, _) in enumerate(axes)]
+    positions = [pos for pos, _, _ in axes]  # (spread over the combinations by the readers)
     weights = None
     for a, (_, w, _) in enumerate(axes):
         if w is not None:
             w = _spread(em, w, a, counts, ct)
             weights = w if weights is None else em.Mul(weights, w)
     if plan.reader == "samples" and r == 3:
+        spread = [_spread(em, pos, a, counts, ct) for a, pos in enumerate(positions)]
         values = _read_3d(em, x, spread, sizes, spec, taps, ct)
     else:
-        values = _read_2d(em, x, spread, sizes, spec, plan.reader, taps, ct)
+        values = _read_2d(em, x, positions, counts, sizes, spec, plan.reader, ct)
     # values: (N, C, K, P)
     if weights is None:
         return em.reshape(values, [n, c, *em.output_dims()])
-    values = em.Mul(values, em.reshape(weights, [n, 1, taps, points]))
+    # The weights broadcast over C, the outermost axis where N is 1 (MNN loops over the others).
+    single = em.x_dim(0) == 1
+    flat, across = (
+        ([c, taps * points], [1, taps * points])
+        if single
+        else ([n, c, taps * points], [n, 1, taps * points])
+    )
+    values = em.Mul(em.reshape(values, flat), em.reshape(weights, across))
+    values = em.reshape(values, [n, c, taps, points])
     if taps == 1:
         return em.reshape(values, [n, c, *em.output_dims()])
     if em.target.allows("ReduceSum"):
@@ -97,6 +106,14 @@ def _grid_components(em: Emitter, grid: ir.Value, spec: GridSampleSpec, ct) -> l
     flat = em.reshape(grid, [n, points, r])
     if r == 1:
         return [em.reshape(flat, [n, 1, points])]
+    if em.target.allows("Slice"):  # (MNN: a copy; its MatMul of (N, P, r) is a loop)
+        return [
+            em.reshape(
+                em.Slice(flat, em.index([r - 1 - a]), em.index([r - a]), em.index([2])),
+                [n, 1, points],
+            )
+            for a in range(r)
+        ]
     comps = []
     for a in range(r):
         unit = np.zeros((r, 1))
@@ -216,6 +233,8 @@ def _stack(em: Emitter, values: list[ir.Value], ct) -> ir.Value:
     """``(N, 1, P)`` tensors to one ``(N, S, P)``: a sum of MatMuls with unit columns."""
     if len(values) == 1:
         return values[0]
+    if em.target.allows("Concat"):
+        return em.Concat(*values, axis=1)
     total = None
     for k, value in enumerate(values):
         unit = np.zeros((len(values), 1))
@@ -229,6 +248,12 @@ def _spread(em: Emitter, value: ir.Value, axis: int, counts: list[int], ct) -> i
     """Axis ``axis``' ``(N, S, P)`` over every combination of reads, ``(N, K, P)``: a 0/1 MatMul."""
     if int(np.prod(counts)) == counts[axis]:  # (one read on the other axes: the identity)
         return value
+    if em.target.allows("Expand"):  # (MNN: a broadcast copy; its MatMul here is a loop)
+        n, points = em.batch, em.points
+        alone = [counts[b] if b == axis else 1 for b in range(len(counts))]
+        value = em.reshape(value, [n, *alone, points])
+        value = em.Expand(value, em.shape([n, *counts, points]))
+        return em.reshape(value, [n, int(np.prod(counts)), points])
     combos = list(itertools.product(*[range(k) for k in counts]))
     select = np.zeros((len(combos), counts[axis]))
     for row, combo in enumerate(combos):
@@ -248,29 +273,48 @@ def _native(em: Emitter, x, grid, mode: str, padding: str) -> ir.Value:
     return y
 
 
-def _read_2d(em: Emitter, x, spread, sizes, spec: GridSampleSpec, reader: str, taps: int, ct):
-    """``(N, C, K, P)``: one 2-D GridSample on X viewed as ``(N, C, rows, W)``."""
+def _read_2d(em: Emitter, x, positions, counts, sizes, spec: GridSampleSpec, reader: str, ct):
+    """``(N, C, K, P)``: one 2-D GridSample on X viewed as ``(N, C, rows, W)``.
+
+    Ranks 1 and 2 normalize each axis' reads before spreading them over the combinations
+    (T x P values, not K x P); rank 3 combines its rows first.
+    """
     r, n, c, points = spec.rank, em.batch, em.channels, em.points
-    width = sizes[-1]
-    col = spread[-1]
+    taps, width = int(np.prod(counts)), sizes[-1]
+
+    def spread(value, axis):
+        return _spread(em, value, axis, counts, ct)
+
     if r == 1:
-        rows, row, view = 1, None, em.reshape(x, [n, c, 1, width])
+        view = em.reshape(x, [n, c, 1, width])
+        gx, gy = _normalized(em, positions[0], width, ct), None
     elif r == 2:
-        rows, row, view = sizes[0], spread[0], x
+        view = x
+        gx = spread(_normalized(em, positions[1], width, ct), 1)
+        gy = spread(_normalized(em, positions[0], sizes[0], ct), 0)
     else:  # rows d * H + h; a tap outside on d or h reads column -1, a zero (zeros padding)
-        rows, view = sizes[0] * sizes[1], em.reshape(x, [n, c, sizes[0] * sizes[1], width])
-        depth, height = spread[0], spread[1]
+        rows = sizes[0] * sizes[1]
+        view = em.reshape(x, [n, c, rows, width])
+        depth, height, col = (spread(p, a) for a, p in enumerate(positions))
         if spec.padding_mode == "zeros":
             inside = em.Mul(_inside(em, depth, sizes[0], ct), _inside(em, height, sizes[1], ct))
             depth = em.clip(depth, em.const(0.0, ct), em.const(float(sizes[0] - 1), ct))
             height = em.clip(height, em.const(0.0, ct), em.const(float(sizes[1] - 1), ct))
             col = em.Add(em.Mul(col, inside), em.Sub(inside, em.const(1.0, ct)))
         row = em.Add(em.Mul(depth, em.const(float(sizes[1]), ct)), height)
+        gx, gy = _normalized(em, col, width, ct), _normalized(em, row, rows, ct)
+    if em.target.allows("Concat"):  # (MNN: its MatMul of (N, K*P, 1) by (1, 2) is 10x this)
+        parts = [em.reshape(g, [n, taps, points, 1]) for g in (gx, gy) if g is not None]
+        if gy is None:
+            parts.append(em.Mul(parts[0], em.const(0.0, ct)))
+        grid = em.Concat(*parts, axis=3)
+        mode = "nearest" if reader == "centres" else "linear"
+        padding = "zeros" if spec.padding_mode == "zeros" else "border"
+        return _native(em, view, grid, mode, padding)  # (N, C, K, P)
     column = [n, taps * points, 1]  # (pnnx leaves a MatMul of (1, 1, P, 1) unconverted)
-    unit_x, unit_y = em.const([[1.0, 0.0]], ct), em.const([[0.0, 1.0]], ct)
-    grid = em.MatMul(em.reshape(_normalized(em, col, width, ct), column), unit_x)
-    if row is not None:
-        grid = em.Add(grid, em.MatMul(em.reshape(_normalized(em, row, rows, ct), column), unit_y))
+    grid = em.MatMul(em.reshape(gx, column), em.const([[1.0, 0.0]], ct))
+    if gy is not None:
+        grid = em.Add(grid, em.MatMul(em.reshape(gy, column), em.const([[0.0, 1.0]], ct)))
     grid = em.reshape(grid, [n, taps, points, 2])
     mode = "nearest" if reader == "centres" else "linear"
     padding = "zeros" if spec.padding_mode == "zeros" else "border"
@@ -281,7 +325,10 @@ def _read_3d(em: Emitter, x, spread, sizes, spec: GridSampleSpec, taps: int, ct)
     """``(N, C, K, P)``: linear samples by the target's own 3-D GridSample (5-D grid)."""
     n, c, points = em.batch, em.channels, em.points
     grid = None
-    for a in range(3):
+    if em.target.allows("Concat"):
+        parts = [_normalized(em, spread[a], sizes[a], ct) for a in (2, 1, 0)]
+        grid = em.Concat(*[em.reshape(g, [n, taps, points, 1, 1]) for g in parts], axis=4)
+    for a in range(3 if grid is None else 0):
         unit = np.zeros((1, 3))
         unit[0, 2 - a] = 1.0
         g = em.reshape(_normalized(em, spread[a], sizes[a], ct), [n, taps, points, 1, 1])
