@@ -81,7 +81,7 @@ def read_by_native(
     if weights is None:
         return em.reshape(values, [n, c, *em.output_dims()])
     # The weights broadcast over C, the outermost axis where N is 1 (MNN loops over the others).
-    single = em.x_dim(0) == 1
+    single = em.x_dim(0) == 1 and not em.target.reads_only  # (pnnx: axis 0 is the batch)
     flat, across = (
         ([c, taps * points], [1, taps * points])
         if single

@@ -38,16 +38,19 @@ def _model(spec, channels=2, batch=1):
 def test_ncnn_graph_is_what_pnnx_maps_and_at_most_4d(spec):
     """Every value is at most 4-D (ncnn's Mat holds 4 dims; pnnx drops the batch of the inputs
     only), but the node's own X, grid and Y at rank 3; only ops pnnx maps right."""
-    for channels in (2, 33):
-        model = _model(spec, channels)
+    for channels, batch in ((2, 1), (33, 2)):
+        model = _model(spec, channels, batch=batch)
         lowered = lower(model, target="ncnn", lower_all=True)
         assert {n.op_type for n in lowered.graph.node} <= NCNN_OPS
         inferred = onnx.shape_inference.infer_shapes(lowered, strict_mode=True)
         graph = inferred.graph
         own = {v.name for v in [*graph.input, *graph.output]}
+        constants = {o for n in graph.node if n.op_type == "Constant" for o in n.output}
         for value in [*graph.value_info, *graph.input, *graph.output]:
             dims = value.type.tensor_type.shape.dim
             assert len(dims) <= (5 if value.name in own else 4), (value.name, len(dims))
+            if value.name not in constants:  # pnnx takes axis 0 for the batch, and drops it
+                assert dims[0].dim_value == batch, (value.name, dims)
         for node in graph.node:
             if node.op_type == "GridSample":
                 assert node.input[0] == "X" or spec.rank != 2, "the 2-D reader reads X itself"
