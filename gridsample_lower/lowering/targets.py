@@ -205,13 +205,15 @@ def _mnn_keeps(spec: GridSampleSpec, node: ir.Node | None = None) -> bool:
 
 
 def _ncnn_keeps(spec: GridSampleSpec, node: ir.Node | None = None) -> bool:
-    """What ncnn's GridSample, converted by pnnx, computes right: 2-D linear, zeros or border.
+    """What ncnn's GridSample, converted by pnnx, computes right: linear, zeros or border.
 
+    2-D and 3-D (bench/mnn_ncnn.py; pnnx cannot convert 1-D).
     pnnx maps ONNX's ``cubic`` to ncnn's default, bilinear (only ``bicubic`` is mapped);
-    nearest rounds ties away from zero; reflection folds only once.
+    nearest rounds ties away from zero; reflection was right for grids in [-3, 3], but its
+    kernel folds a coordinate once, so it is lowered (folded here, 2-3x the kernel's time).
     """
     return (
-        spec.rank == 2
+        spec.rank in (2, 3)
         and spec.x_dtype == ir.DataType.FLOAT
         and spec.grid_dtype == ir.DataType.FLOAT
         and spec.mode == "linear"
@@ -314,9 +316,9 @@ TARGETS: dict[str, Target] = {
         ),
         Target(
             "ncnn",
-            "ncnn (converted by pnnx): keep 2-D linear with zeros or border padding; the rest "
-            "read by ncnn's own GridSample (no Gather, comparison, Where or Cast), float32 "
-            "and static sizes, ranks 1-3",
+            "ncnn (converted by pnnx): keep 2-D and 3-D linear with zeros or border padding; "
+            "the rest read by ncnn's own GridSample (no Gather, comparison, Where or Cast), "
+            "float32 and static sizes, ranks 1-3",
             avoids=CONSTANT_PARAMETERS | NCNN_UNMAPPED,
             keeps=_ncnn_keeps,
             centre_reader_ranks=frozenset({1, 2, 3}),
