@@ -57,7 +57,12 @@ CONFIGS_2D = [
     ("cubic", "border", 1),
     ("cubic", "reflection", 0),
 ]
-CONFIGS_3D = [("linear", "zeros", 0), ("nearest", "zeros", 0), ("linear", "reflection", 0), ("cubic", "zeros", 0)]
+CONFIGS_3D = [
+    ("linear", "zeros", 0),
+    ("nearest", "zeros", 0),
+    ("linear", "reflection", 0),
+    ("cubic", "zeros", 0),
+]
 
 
 # -- the worker: one case in a fresh interpreter ---------------------------------------------
@@ -70,7 +75,7 @@ def _model(x_shape, grid_shape, mode, padding, align):
 
 
 def _forms(case: dict) -> dict:
-    """name -> ONNX model of each form the case runs."""
+    """Each form the case runs: its name and ONNX model."""
     from gridsample_lower import lower
 
     mode, padding, align = case["config"]
@@ -100,7 +105,9 @@ def _expected(case: dict, x, grid) -> np.ndarray:
     r = len(case["x"]) - 2
     if r in (2, 3) and not (r == 3 and mode == "cubic"):
         model = _model(case["x"], case["grid"], mode, padding, align)
-        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(
+            model.SerializeToString(), providers=["CPUExecutionProvider"]
+        )
         return session.run(None, {"X": x, "grid": grid})[0]
     return grid_sample(x, grid, mode, padding, align).astype(np.float32)
 
@@ -116,7 +123,9 @@ def _inputs(case: dict, rng):
         grid = np.broadcast_to(grid, (case["x"][0], *grid.shape[1:])).copy()
         case["grid"] = list(grid.shape)
         return x, grid
-    grid = rng.uniform(-case["far"], case["far"], (case["grid"][0], *case["grid"][1:])).astype(np.float32)
+    grid = rng.uniform(-case["far"], case["far"], (case["grid"][0], *case["grid"][1:])).astype(
+        np.float32
+    )
     assert grid.shape[-1] == r
     return x, grid
 
@@ -127,7 +136,7 @@ def _runner(runtime: str, model, shapes, folder: pathlib.Path):
     folder.mkdir(parents=True, exist_ok=True)
     if runtime == "mnn":
         return rt.MNNRunner(rt.mnn_convert(model, folder)), None
-    param, weights, log = rt.pnnx_convert(model, shapes, folder)
+    param, weights, _ = rt.pnnx_convert(model, shapes, folder)
     unknown = rt.ncnn_unknown_layers(param)
     if unknown:
         raise RuntimeError(f"ncnn has no layer {', '.join(unknown)}")
@@ -152,10 +161,16 @@ def worker(case: dict) -> dict:
     for name, model in forms.items():
         entry = result["forms"].setdefault(name, {})
         try:
-            runner, ncnn = _runner(case["runtime"], model, [x.shape, grid.shape], scratch / name.replace(" ", "_"))
+            runner, ncnn = _runner(
+                case["runtime"],
+                model,
+                [x.shape, grid.shape],
+                scratch / name.replace(" ", "_"),
+            )
             feeds = {"X": x, "grid": grid}
-            run = (lambda r=runner: r([x, grid])) if ncnn else (lambda r=runner: r(feeds))
+            run = (lambda r=runner: r([x, grid])) if ncnn else (lambda r=runner, f=feeds: r(f))
             got = run()
+            timed = (lambda r=runner: r.run_only([x, grid])) if ncnn else runner.run_only
         except Exception as error:  # noqa: BLE001 (a conversion or load failure is a result)
             entry["error"] = f"{type(error).__name__}: {str(error)[:300]}"
             continue
@@ -167,31 +182,45 @@ def worker(case: dict) -> dict:
         same_nan = bool(np.array_equal(np.isnan(got), np.isnan(expected)))
         entry["max_error"] = err
         entry["ok"] = bool(same_nan and np.allclose(got, expected, atol=atol, rtol=rtol))
-        runs[name] = run
+        runs[name] = timed
     rounds = case.get("rounds", 0)
     times = {name: [] for name in runs}
+    walls = {name: [] for name in runs}
+    repeat = case.get("repeat", 3)
     for _ in range(rounds):
         for name, run in runs.items():
             run()  # (warm)
-            start = time.perf_counter()
-            for _ in range(case.get("repeat", 3)):
+            start, cpu = time.perf_counter(), time.process_time()
+            for _ in range(repeat):
                 run()
-            times[name].append((time.perf_counter() - start) / case.get("repeat", 3))
+            # CPU time of this process (one thread): on a machine shared with other jobs the
+            # wall clock mostly measures waiting for a core.
+            times[name].append((time.process_time() - cpu) / repeat)
+            walls[name].append((time.perf_counter() - start) / repeat)
     for name, samples in times.items():
         if samples:
             result["forms"][name]["ms"] = 1e3 * statistics.median(samples)
+            result["forms"][name]["wall_ms"] = 1e3 * statistics.median(walls[name])
     return result
 
 
 def run_case(case: dict, timeout: float = 1800) -> dict:
-    command = [sys.executable, str(pathlib.Path(__file__).resolve()), "--worker", json.dumps(case)]
+    command = [
+        sys.executable,
+        str(pathlib.Path(__file__).resolve()),
+        "--worker",
+        json.dumps(case),
+    ]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         return {"case": case, "crash": "timeout"}
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
-        return {"case": case, "crash": f"exit {done.returncode}: {done.stderr.strip()[-300:]}"}
+        return {
+            "case": case,
+            "crash": f"exit {done.returncode}: {done.stderr.strip()[-300:]}",
+        }
     return json.loads(lines[-1])
 
 
@@ -287,13 +316,17 @@ def report(results: dict, versions: str, load: str) -> str:
     for runtime in ("mnn", "ncnn"):
         checks = results.get(f"check-{runtime}", [])
         if checks:
-            wrong = sum(1 for r in checks if not r.get("forms", {}).get(f"{runtime} all", {}).get("ok"))
+            wrong = sum(
+                1 for r in checks if not r.get("forms", {}).get(f"{runtime} all", {}).get("ok")
+            )
             out += [
-                f"## {runtime}: correctness (max abs error against onnxruntime / the numpy reference)",
+                f"## {runtime}: correctness (max abs error against onnxruntime or numpy)",
                 "",
-                f"Lowered with `lower(model, target={runtime!r}, lower_all=True)`: "
-                f"{len(checks) - wrong} of {len(checks)} cases right. X 1x3 with spatial sizes "
-                f"{CHECK_IN}, grids uniform in [-3, 3], and the nearest-ties grid.",
+                (
+                    f"Lowered with `lower(model, target={runtime!r}, lower_all=True)`: "
+                    f"{len(checks) - wrong} of {len(checks)} cases right. X 1x3 with spatial "
+                    f"sizes {CHECK_IN}, grids uniform in [-3, 3], and the nearest-ties grid."
+                ),
                 "",
                 "| case | native | lowered |",
                 "|---|---|---|",
@@ -311,14 +344,19 @@ def report(results: dict, versions: str, load: str) -> str:
         timed = results.get(f"time-{runtime}", [])
         if timed:
             out += [
-                f"## {runtime}: time (ms, median, 1 thread, forms in turns) and ratios",
+                f"## {runtime}: time (CPU ms of the one thread, median, forms in turns), ratios",
                 "",
-                "ratio = lowered / native of the same run; for cubic, which the runtime computes "
-                "as bilinear, also / its native bilinear (the best right alternative there is: "
-                "none). Kept configurations run native in the target; `all` is lower_all.",
+                (
+                    "ratio = lowered / native of the same run; for cubic, which the runtime "
+                    "computes as bilinear, also / its native bilinear (the best right "
+                    "alternative there is: none). Kept configurations run native in the "
+                    "target; `all` is lower_all."
+                ),
                 "",
-                "| case | native | target | ratio | native bilinear | target / bilinear | "
-                "lower_all | ratio | generic (before) | ratio | lowered error |",
+                (
+                    "| case | native | target | ratio | native bilinear | target / bilinear | "
+                    "lower_all | ratio | generic (before) | ratio | lowered error |"
+                ),
                 "|---|---|---|---|---|---|---|---|---|---|---|",
             ]
             for r in timed:
@@ -349,7 +387,11 @@ def _versions() -> str:
     from importlib.metadata import version
 
     names = ["mnn", "ncnn", "pnnx", "onnx", "onnxruntime", "protobuf", "numpy"]
-    return "Versions: " + ", ".join(f"{n} {version(n)}" for n in names) + f"; Python {sys.version.split()[0]}."
+    return (
+        "Versions: "
+        + ", ".join(f"{n} {version(n)}" for n in names)
+        + f"; Python {sys.version.split()[0]}."
+    )
 
 
 def main() -> None:
@@ -367,7 +409,7 @@ def main() -> None:
     out = pathlib.Path(args.out)
     saved = out.with_suffix(".json")
     results = json.loads(saved.read_text()) if saved.exists() else {}
-    load_start = open("/proc/loadavg").read().split()[:3]
+    load_start = pathlib.Path("/proc/loadavg").read_text().split()[:3]
     for runtime in args.runtimes.split(","):
         if not args.time_only:
             results[f"check-{runtime}"] = [check_case(c) for c in check_cases(runtime)]
@@ -379,7 +421,7 @@ def main() -> None:
                 print(runtime, _label(case), flush=True)
                 saved.write_text(json.dumps(results, indent=1))
         saved.write_text(json.dumps(results, indent=1))
-    load_end = open("/proc/loadavg").read().split()[:3]
+    load_end = pathlib.Path("/proc/loadavg").read_text().split()[:3]
     load = (
         f"Machine: 2 cores shared with other jobs; load average {' '.join(load_start)} at the "
         f"start, {' '.join(load_end)} at the end: read single ratios to within about 1.5x."

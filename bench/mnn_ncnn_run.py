@@ -1,4 +1,4 @@
-"""Convert and run ONNX models on MNN and on ncnn (through pnnx): the runners bench/mnn_ncnn.py uses.
+"""Convert and run ONNX models on MNN and on ncnn (through pnnx), for bench/mnn_ncnn.py.
 
 Run in the bench venv (not the test one; see bench/mnn_ncnn.py for the commands that make it).
 MNN: the converter's C entry point ``_tools.mnnconvert``, in a subprocess: the ``mnnconvert``
@@ -69,6 +69,14 @@ class MNNRunner:
             )
             tensor.copyFrom(host)
         self.net.runSession(self.session)
+        return self.output()
+
+    def run_only(self) -> None:
+        """The session again on the inputs it holds (what is timed: no copies in or out)."""
+        self.net.runSession(self.session)
+
+    def output(self) -> np.ndarray:
+        MNN = self.MNN
         out = self.net.getSessionOutputAll(self.session)
         out = next(iter(out.values()))
         host = MNN.Tensor(
@@ -128,7 +136,7 @@ class NCNNRunner:
         if self.net.load_param(str(param)) != 0 or self.net.load_model(str(weights)) != 0:
             raise RuntimeError("ncnn could not load the model")
         text = param.read_text().splitlines()
-        self.inputs = [l.split()[1] for l in text[2:] if l.startswith("Input")]
+        self.inputs = [line.split()[1] for line in text[2:] if line.startswith("Input")]
 
     def __call__(self, arrays: list[np.ndarray]) -> np.ndarray:
         ncnn = self.ncnn
@@ -139,78 +147,18 @@ class NCNNRunner:
             _, out = ex.extract("out0")
             return np.array(out, copy=True)[None]
 
+    def run_only(self, arrays: list[np.ndarray]) -> None:
+        """One extraction, its output left in ncnn's Mat (what is timed)."""
+        ncnn = self.ncnn
+        kept = [np.ascontiguousarray(value[0], np.float32) for value in arrays]
+        with self.net.create_extractor() as ex:
+            for name, value in zip(self.inputs, kept, strict=True):
+                ex.input(name, ncnn.Mat(value).clone())
+            ex.extract("out0")
+
 
 def scratch() -> pathlib.Path:
     return pathlib.Path(tempfile.mkdtemp(prefix="mnn_ncnn_"))
 
 
-def in_subprocess(function, *args, timeout: float = 600):
-    """Run ``function(*args)`` in a forked child: a runtime that crashes takes only the child."""
-    import multiprocessing as mp
-
-    ctx = mp.get_context("fork")
-    parent, child = ctx.Pipe(duplex=False)
-
-    def target():
-        try:
-            child.send(("ok", function(*args)))
-        except BaseException as error:  # noqa: BLE001
-            child.send(("error", f"{type(error).__name__}: {error}"))
-
-    process = ctx.Process(target=target)
-    process.start()
-    if parent.poll(timeout):
-        status, value = parent.recv()
-    else:
-        status, value = "error", "timeout"
-    process.join(5)
-    if process.exitcode not in (0, None):
-        if status == "ok":
-            return value
-        return ("crash", f"exit code {process.exitcode}") if status != "error" else ("error", value)
-    return (status, value) if status == "error" else value
-
-
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-
-
-def ncnn_run_isolated(
-    param: pathlib.Path,
-    weights: pathlib.Path,
-    arrays: list[np.ndarray],
-    timeout: float = 300,
-    repeat: int = 0,
-):
-    """Run in a fresh interpreter (ncnn's OpenMP hangs in forked children; a crash stays there).
-
-    Returns the output, or ("crash"/"error", text). With ``repeat``, also the run times.
-    """
-    folder = param.parent
-    names = []
-    for k, value in enumerate(arrays):
-        np.save(folder / f"in{k}.npy", value)
-        names.append(str(folder / f"in{k}.npy"))
-    code = (
-        "import sys, time, numpy as np; sys.path.insert(0, %r); from mnn_ncnn_run import NCNNRunner; "
-        "r = NCNNRunner(__import__('pathlib').Path(%r), __import__('pathlib').Path(%r)); "
-        "a = [np.load(n) for n in %r]; y = r(a); np.save(%r, y)"
-        % (
-            str(pathlib.Path(__file__).parent),
-            str(param),
-            str(weights),
-            names,
-            str(folder / "out.npy"),
-        )
-    )
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout
-        )
-    except subprocess.TimeoutExpired:
-        return ("error", "timeout")
-    if done.returncode != 0:
-        return (
-            "crash" if done.returncode < 0 else "error",
-            f"exit {done.returncode}: {done.stderr[-300:]}",
-        )
-    return np.load(folder / "out.npy")
