@@ -312,7 +312,7 @@ def _cell(entry: dict | None, key: str = "max_error") -> str:
 
 
 def report(results: dict, versions: str, load: str) -> str:
-    out = ["# The mnn and ncnn targets on MNN and ncnn", "", versions, "", load, ""]
+    out = ["# The mnn and ncnn targets on MNN and ncnn", "", versions, "", load, "", NOTES]
     for runtime in ("mnn", "ncnn"):
         checks = results.get(f"check-{runtime}", [])
         if checks:
@@ -381,6 +381,27 @@ def report(results: dict, versions: str, load: str) -> str:
                 )
             out.append("")
     return "\n".join(out)
+
+
+NOTES = """## Reading these tables
+
+- Native: the runtime's own GridSample on the original node. MNN 3.6.1 computes cubic as
+  bilinear, folds reflection once (wrong past [-1, 1]), rounds nearest's ties away from zero and
+  crashes on 1-D; ncnn (pnnx 20261020) computes cubic as bilinear (pnnx maps only `bicubic`),
+  rounds ties away from zero, and pnnx cannot convert 1-D or 3-D cubic nodes.
+- The targets keep what their runtime computes right (MNN: 2-D and 3-D linear with zeros or
+  border; ncnn: the same) and make its own GridSample read the rest (`lowering/native_taps.py`):
+  nearest at pixel centres for nearest, linear samples for reflection (one, folded) and cubic
+  (three an axis, up to 128 pixels an axis; beyond, 16 nearest reads at pixel centres).
+- A right cubic needs 16 taps a point; the cheapest right read either runtime has is its own
+  linear kernel, which can merge only cubic's two inner taps (the outer weights are negative):
+  at least 9 of its reads a point, each about what its whole (bilinear) GridSample costs, so
+  cubic stays about 9x or more of the native bilinear whatever the form; the gathers (MNN runs
+  Gather and GatherElements as loops over the indices) cost as much or more.
+- Times are CPU time of the one thread running the session (inputs set once, outputs left in
+  place), medians of 5 rounds of 3 runs, the forms in turns; the wall clock on this shared
+  machine mostly measured waiting for a core.
+"""
 
 
 def _versions() -> str:

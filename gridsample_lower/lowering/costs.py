@@ -42,6 +42,11 @@ SLOT_MAX_RATIO = 4  # a zero slot appended to X pays while X is at most this man
 # MNN 3.6.1 adds its own: 1.6e-4 at 224, 3x the tolerance); larger axes read whole pixels at
 # their centres, which is exact.
 SAMPLES_MAX_SIZE = 128
+# Cubic on MNN from this many channels: channels-last rows (int32 Gathers, a chain of Adds)
+# beat 9 or 16 reads by its own kernel, which reads every channel again for each
+# (bench/mnn_ncnn.py, CPU ms, lowered / native: 1x64x64x64 rows 12.8-13.5x, reads 14.2-15.9x;
+# 1x256x32x32 rows 5.9-6.8x, reads 14.8-15.4x; 32 channels at 128x128 reads 6.8-8.5x).
+READER_CUBIC_MAX_CHANNELS = 63
 
 # Types onnxruntime's Where takes: gathered values can be masked; for the others (int8, int16,
 # uint16, uint32, uint64, bool, bfloat16) a zero is appended to X. (int8 and uint32 only from
@@ -317,7 +322,9 @@ STRATEGIES = [
         "reader",
         "centres",
         "targets whose own nearest GridSample is right at pixel centres (MNN, ncnn): every other "
-        "tap read there, on X viewed as 2-D; ncnn refuses what neither reader takes",
+        "tap read there, on X viewed as 2-D; ncnn refuses what neither reader takes; MNN's "
+        f"cubic from {READER_CUBIC_MAX_CHANNELS + 1} channels gathers int32 rows instead (its "
+        "kernel reads every channel again for each of 9-16 reads)",
     ),
     Strategy(
         "index_type",

@@ -213,6 +213,10 @@ def _choose_reader(spec: GridSampleSpec, sizes: costs.Sizes, target: Target) -> 
         return "", "a grid of another type than X would need a Cast"
     if any(d is None for d in sizes.dims[2:]):
         return "", "symbolic spatial sizes: the readers' pixel centres are constants"
+    channels = sizes.channels
+    rows = target.allows("Gather") and spec.mode == "cubic" and channels is not None
+    if rows and channels > costs.READER_CUBIC_MAX_CHANNELS:
+        return "", f"{channels} channels: row Gathers beat 9-16 reads of every channel"
     folds = spec.mode == "cubic" or (spec.mode == "linear" and spec.padding_mode == "reflection")
     small = max(sizes.dims[2:]) <= costs.SAMPLES_MAX_SIZE
     if folds and spec.rank in target.sample_reader_ranks and small:

@@ -94,6 +94,9 @@ TABLE = [
     # SAMPLES_MAX_SIZE = 128: MNN's and ncnn's own linear kernel reads cubic's samples up to there
     ("cubic, 128", CUBIC, [1, 3, 100, 128], _points(64), "mnn", {"reader": "samples"}),
     ("cubic, 129", CUBIC, [1, 3, 100, 129], _points(64), "mnn", {"reader": "centres"}),
+    # READER_CUBIC_MAX_CHANNELS = 63: MNN's cubic gathers rows from 64 channels
+    ("cubic, 63 ch", CUBIC, [1, 63, 16, 16], _points(64), "mnn", {"reader": "samples"}),
+    ("cubic, 64 ch", CUBIC, [1, 64, 16, 16], _points(64), "mnn", {"reader": "", "gather": "rows"}),
     ("nearest, mnn", NEAREST, [1, 3, 16, 16], _points(64), "mnn", {"reader": "centres"}),
     ("ncnn, 3-D cubic", CUBIC3, [1, 3, 8, 8, 8], [1, 4, 4, 4, 3], "ncnn", {"reader": "centres"}),
     ("mnn, float16", CUBIC16, [1, 3, 16, 16], _points(64), "mnn", {"reader": ""}),

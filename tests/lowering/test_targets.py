@@ -62,8 +62,8 @@ MUST_AVOID = {
     "tinygrad": set(),
     # MNN 3.6.1 (bench/mnn_ncnn.py): GatherElements is a loop over the indices, 40x its kernel;
     # Round is half away from zero and gives -0, which its Equal tells from 0; a computed
-    # BatchNormalization scale fails to convert.
-    "mnn": {"GatherElements", "Round", "BatchNormalization"},
+    # BatchNormalization scale fails to convert; MatMul may run in reduced precision.
+    "mnn": {"GatherElements", "Round", "BatchNormalization", "MatMul"},
     # pnnx 20261020 to ncnn 1.0.20261020: no layer for any data-dependent gather, comparison,
     # Where, logical op, Cast, Round or Mod; Pad with tensor pads stays unmapped; Slice and
     # Concat on the last axis and a ReduceSum over one axis come out on the wrong axes.
