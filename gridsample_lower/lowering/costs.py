@@ -36,6 +36,18 @@ BY_CHANNEL_MAX_CHANNELS = 16  # up to this many channels with 8+ taps are gather
 BY_CHANNEL_MIN_VALUES = 2**21  # ...and any of GatherElements' few once it gathers this many...
 BY_CHANNEL_INT64_CHANNELS = 4  # ...and up to this many whose indices are int64
 SLOT_MAX_RATIO = 4  # a zero slot appended to X pays while X is at most this many times the points
+# Linear samples read by the target's own kernel (MNN, ncnn) are normalized again for it, which
+# moves them by about L * 2**-24 pixels: up to this size of every sampled axis their error stays
+# within float32's tolerance (random unit data, grid in [-1.1, 1.1], 64x64 points, against
+# onnxruntime: error / tolerance 0.19-0.44 at 64-128, 0.77-0.94 at 160-224, 1.3-1.7 at 320;
+# MNN 3.6.1 adds its own: 1.6e-4 at 224, 3x the tolerance); larger axes read whole pixels at
+# their centres, which is exact.
+SAMPLES_MAX_SIZE = 128
+# Cubic on MNN from this many channels: channels-last rows (int32 Gathers, a chain of Adds)
+# beat 9 or 16 reads by its own kernel, which reads every channel again for each
+# (bench/mnn_ncnn.py, CPU ms, lowered / native: 1x64x64x64 rows 12.8-13.5x, reads 14.2-15.9x;
+# 1x256x32x32 rows 5.9-6.8x, reads 14.8-15.4x; 32 channels at 128x128 reads 6.8-8.5x).
+READER_CUBIC_MAX_CHANNELS = 63
 
 # Types onnxruntime's Where takes: gathered values can be masked; for the others (int8, int16,
 # uint16, uint32, uint64, bool, bfloat16) a zero is appended to X. (int8 and uint32 only from
@@ -323,6 +335,22 @@ STRATEGIES = [
         "targets whose runtime may store float tensors in bfloat16 (openvino: OpenVINO's CPU "
         "default): coordinates computed on the grid as it is, in elementwise regions that end in "
         "small integers (past 256 px as 256 hi + lo) and weights (hi + lo), each axis' apart",
+    ),
+    Strategy(
+        "reader",
+        "samples",
+        "targets whose own linear GridSample is right (MNN, ncnn): cubic as 3 linear samples an "
+        "axis (the inner taps merged), linear with reflection as one at the reflected coordinate; "
+        f"every sampled axis up to {SAMPLES_MAX_SIZE} (renormalized samples move by L x 2**-24 "
+        "pixels)",
+    ),
+    Strategy(
+        "reader",
+        "centres",
+        "targets whose own nearest GridSample is right at pixel centres (MNN, ncnn): every other "
+        "tap read there, on X viewed as 2-D; ncnn refuses what neither reader takes; MNN's "
+        f"cubic from {READER_CUBIC_MAX_CHANNELS + 1} channels gathers int32 rows instead (its "
+        "kernel reads every channel again for each of 9-16 reads)",
     ),
     Strategy(
         "index_type",

@@ -29,6 +29,7 @@ from gridsample_lower.lowering.inventory import (
     is_gridsample,
     name_unnamed,
 )
+from gridsample_lower.lowering.native_taps import READER_KEY
 from gridsample_lower.lowering.plan import node_plan
 from gridsample_lower.lowering.registry import decompose
 from gridsample_lower.lowering.selection import Selection, selects
@@ -160,6 +161,7 @@ def _lower_sites(sites: list[Site], target: Target) -> None:
         y = decompose(recorder, node, target)
         for new in recorder.nodes:
             new.metadata_props.update(node.metadata_props)
+            new.metadata_props.pop(READER_KEY, None)  # (the rule's mark; the sites are known)
         ir.convenience.replace_nodes_and_values(
             node.graph, node, [node], recorder.nodes, node.outputs, [y]
         )

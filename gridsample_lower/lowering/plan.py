@@ -66,6 +66,9 @@ class Plan:
             elementwise regions that end in small integers and weights, each axis' weights
             kept apart (bfloat16-safe: ``_choose_interleaved``); else planar, axis by axis.
         empty: X has no values (a static 0 batch or channel): Y is X reshaped.
+        reader: "" (the gathers above), or the target's own GridSample reads the taps
+            (``native_taps``): "centres" (nearest at pixel centres) or "samples" (linear
+            samples: reflection's folded coordinate, cubic's merged inner taps).
         refusal: why the target cannot take this node, or "".
     """
 
@@ -85,6 +88,7 @@ class Plan:
     interleaved: bool = False
     empty: bool = False
     refusal: str = ""
+    reader: str = ""
     why: dict[str, str] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -100,6 +104,10 @@ class Plan:
         """One line, as ``inspect`` shows it: ``rows + matmul, ring 1, int32 indices``."""
         if self.empty:
             return "reshape (empty X)"
+        if self.reader == "centres":
+            return "native nearest GridSample at pixel centres"
+        if self.reader == "samples":
+            return "native linear GridSample samples"
         parts = [self.gather if self.sum == "none" else f"{self.gather} + {self.sum}"]
         if self.ring:
             parts.append(f"ring {self.ring}")
@@ -174,8 +182,14 @@ def plan_of(
         flat_in_float, why["flat_in_float"] = False, "float tensors may be bfloat16: integers"
         if costs.positions_fit_int32(spec, gathered):
             position_type = INT32
+    reader, why["reader"] = _choose_reader(spec, given, target)
+    if "reader" in force:
+        reader, why["reader"] = str(force.pop("reader")), "forced"
     if force or combine not in SUMS[rows, spec.mode == "nearest"]:
         raise ValueError(f"cannot force {force or combine!r} with {'rows' if rows else 'elements'}")
+    refusal = int32_overflow(spec, given.dims, target, rows=rows)
+    if target.reads_only and not reader and not refusal:
+        refusal = f"the {target.name} target reads only through its GridSample: {why['reader']}"
     return Plan(
         taps=taps,
         gather="rows" if rows else "elements",
@@ -191,8 +205,9 @@ def plan_of(
         index_type=index_type,
         tiled=tiled,
         empty=given.batch == 0 or given.channels == 0,
-        refusal=int32_overflow(spec, given.dims, target, rows=rows),
+        refusal=refusal,
         interleaved=interleaved,
+        reader=reader,
         why=why,
     )
 
@@ -208,6 +223,33 @@ def _choose_gather(
     if costs.rows_pay(sizes, taps, target):
         return True, f"{sizes.channels} channels: contiguous rows beat one value per tap"
     return False, "few channels, or too few points to pay for a channels-last copy of X"
+
+
+def _choose_reader(spec: GridSampleSpec, sizes: costs.Sizes, target: Target) -> tuple[str, str]:
+    """Whether the target's own GridSample reads the taps (``native_taps``), and why (not)."""
+    ranks = target.centre_reader_ranks | target.sample_reader_ranks
+    if not ranks:
+        return "", ""
+    if spec.rank not in ranks:
+        return "", f"rank {spec.rank}: its GridSample reads ranks {sorted(ranks)} only"
+    float_x = spec.x_dtype in (ir.DataType.FLOAT, ir.DataType.DOUBLE)
+    if not float_x or compute_dtype(spec) != spec.x_dtype:
+        return "", f"{spec.x_dtype.name.lower()} X: its GridSample reads float32 or float64 X"
+    if spec.grid_dtype != spec.x_dtype and not target.allows("Cast"):
+        return "", "a grid of another type than X would need a Cast"
+    if any(d is None for d in sizes.dims[2:]):
+        return "", "symbolic spatial sizes: the readers' pixel centres are constants"
+    channels = sizes.channels
+    rows = target.allows("Gather") and spec.mode == "cubic" and channels is not None
+    if rows and channels > costs.READER_CUBIC_MAX_CHANNELS:
+        return "", f"{channels} channels: row Gathers beat 9-16 reads of every channel"
+    folds = spec.mode == "cubic" or (spec.mode == "linear" and spec.padding_mode == "reflection")
+    small = max(sizes.dims[2:]) <= costs.SAMPLES_MAX_SIZE
+    if folds and spec.rank in target.sample_reader_ranks and small:
+        return "samples", "its linear kernel is right: cubic 3 samples an axis, reflection folded"
+    if spec.rank in target.centre_reader_ranks:
+        return "centres", "its nearest kernel reads each tap exactly at its pixel centre"
+    return "", f"rank {spec.rank}: its GridSample reads no {spec.mode} samples there"
 
 
 def _choose_sum(

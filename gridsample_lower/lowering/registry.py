@@ -15,6 +15,7 @@ import onnx_ir as ir
 
 from gridsample_lower.lowering.decompositions import cubic, linear, nearest
 from gridsample_lower.lowering.emitter import Emitter
+from gridsample_lower.lowering.native_taps import read_by_native
 from gridsample_lower.lowering.plan import Plan, node_plan
 from gridsample_lower.lowering.targets import Target
 from gridsample_lower.runtime import onnxruntime_runs
@@ -65,6 +66,8 @@ def decompose(
     em = Emitter(builder, prefix=prefix, x=x, grid=grid, rank=spec.rank, target=target)
     if plan.empty:  # Y is empty too. (onnxruntime's optimizer mis-handles the general graph.)
         return em.reshape(x, [em.batch, em.channels, *em.output_dims()])
+    if plan.reader:  # the target's own GridSample reads the taps
+        return read_by_native(em, x, grid, spec, plan)
     return lookup(spec)(em, x, grid, spec, plan)
 
 

@@ -18,6 +18,7 @@ import onnx_ir as ir
 from onnxscript import rewriter
 
 from gridsample_lower.lowering.inventory import lend_inferred_types
+from gridsample_lower.lowering.native_taps import READER_KEY
 from gridsample_lower.lowering.plan import Plan, node_plan
 from gridsample_lower.lowering.registry import decompose
 from gridsample_lower.lowering.selection import selects
@@ -55,6 +56,8 @@ class GridSampleLowering(rewriter.RewriteRuleClassBase):
     def check(self, context, x: ir.Value, grid: ir.Value, y: ir.Value, **_) -> rewriter.MatchResult:
         result = rewriter.MatchResult()
         node = y.producer()
+        if READER_KEY in node.metadata_props:  # a tap reader this rule emitted: never again
+            return result.fail("a GridSample the lowering reads taps with", node)
         if any(v is not None and (v.type is None or v.shape is None) for v in (x, grid)):
             lend_inferred_types(context.model)  # kept: the rewrite reads the same shapes
         try:

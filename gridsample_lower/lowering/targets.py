@@ -40,6 +40,15 @@ class Target:
     # end in integers and weights (``plan.interleaved``). Not for generic: that form costs
     # onnxruntime 1.38x (geomean of bench/run.py's shapes, up to 4.5x for 3-D linear).
     reduced_storage: bool = False
+    # Ranks whose taps the target's own nearest GridSample reads, at pixel centres, on X viewed
+    # as 2-D (``native_taps``: for kernels right only there).
+    centre_reader_ranks: frozenset[int] = frozenset()
+    # Ranks whose own linear GridSample (zeros, border) reads cubic's and reflection's linear
+    # samples (``native_taps``).
+    sample_reader_ranks: frozenset[int] = frozenset()
+    # The target has no other data-dependent read (ncnn): nodes the readers cannot take are
+    # refused.
+    reads_only: bool = False
 
     def __post_init__(self) -> None:
         if _takes_spec_only(self.keeps):  # written before targets could see the node
@@ -185,6 +194,54 @@ def _grid_folds(spec: GridSampleSpec, node: ir.Node | None) -> bool:
         return False
 
 
+def _mnn_keeps(spec: GridSampleSpec, node: ir.Node | None = None) -> bool:
+    """What MNN 3.6.1's own GridSample computes right: linear, zeros or border, 2-D and 3-D.
+
+    Measured against onnxruntime (bench/mnn_ncnn.py): cubic comes out bilinear; reflection
+    folds only once (right only for grids in [-1, 1]); nearest rounds ties away from zero;
+    1-D (3-D tensors) fails at resize and crashes.
+    """
+    return (
+        spec.rank in (2, 3)
+        and spec.x_dtype == ir.DataType.FLOAT
+        and spec.grid_dtype == ir.DataType.FLOAT
+        and spec.mode == "linear"
+        and spec.padding_mode in ("zeros", "border")
+    )
+
+
+def _ncnn_keeps(spec: GridSampleSpec, node: ir.Node | None = None) -> bool:
+    """What ncnn's GridSample, converted by pnnx, computes right: linear, zeros or border.
+
+    2-D and 3-D (bench/mnn_ncnn.py; pnnx cannot convert 1-D).
+    pnnx maps ONNX's ``cubic`` to ncnn's default, bilinear (only ``bicubic`` is mapped);
+    nearest rounds ties away from zero; reflection was right for grids in [-3, 3], but its
+    kernel folds a coordinate once, so it is lowered (folded here, 2-3x the kernel's time).
+    """
+    return (
+        spec.rank in (2, 3)
+        and spec.x_dtype == ir.DataType.FLOAT
+        and spec.grid_dtype == ir.DataType.FLOAT
+        and spec.mode == "linear"
+        and spec.padding_mode in ("zeros", "border")
+    )
+
+
+# What pnnx (20261020) cannot map to an ncnn layer, or maps wrongly (bench/mnn_ncnn.py):
+# data-dependent gathers (ncnn has none), comparisons, Where, logical ops and Cast (no bool or
+# integer values), Round, Mod and Sign (no kernel, or a crash), Pad with tensor pads, Range and
+# Shape (fixed shapes); and Slice and Concat on the last axis, ReduceSum over one axis, which
+# it converts to the wrong axes.
+NCNN_UNMAPPED = frozenset(
+    {
+        "Gather", "GatherElements", "GatherND", "Where", "Equal", "Greater", "GreaterOrEqual",
+        "Less", "LessOrEqual", "And", "Or", "Not", "Cast", "Round", "Mod", "Sign", "Pad",
+        "Range", "Shape", "ReduceProd", "Slice", "Concat", "ReduceSum", "Expand", "Flatten",
+        "Unsqueeze", "Transpose",
+    }
+)  # fmt: skip
+
+
 TARGETS: dict[str, Target] = {
     t.name: t
     for t in [
@@ -249,6 +306,31 @@ TARGETS: dict[str, Target] = {
             "NNAPI and NPUs that want int32 gather indices everywhere",
             avoids=ONNXRUNTIME_ONLY,
             index_dtype=ir.DataType.INT32,
+        ),
+        Target(
+            "mnn",
+            "MNN: keep 2-D and 3-D linear with zeros or border padding (what it computes "
+            "right); cubic, reflection and nearest read by its own GridSample where it is right",
+            # Its Gather and GatherElements run as a loop over the indices (GatherElements 40x
+            # its kernel); its Round is half away from zero and returns -0, which its Equal
+            # tells from 0; BatchNormalization with a computed scale fails to convert; its
+            # readers copy by Slice, Expand and Concat (its MatMuls there are loops).
+            avoids=ONNXRUNTIME_ONLY | {"GatherElements", "Round"},
+            index_dtype=ir.DataType.INT32,
+            keeps=_mnn_keeps,
+            centre_reader_ranks=frozenset({1, 2, 3}),
+            sample_reader_ranks=frozenset({1, 2, 3}),
+        ),
+        Target(
+            "ncnn",
+            "ncnn (converted by pnnx): keep 2-D and 3-D linear with zeros or border padding; "
+            "the rest read by ncnn's own GridSample (no Gather, comparison, Where or Cast), "
+            "float32 and static sizes, ranks 1-3",
+            avoids=CONSTANT_PARAMETERS | NCNN_UNMAPPED,
+            keeps=_ncnn_keeps,
+            centre_reader_ranks=frozenset({1, 2, 3}),
+            sample_reader_ranks=frozenset({1, 2}),  # (3-D: 5-D values; it reads centres)
+            reads_only=True,
         ),
     ]
 }

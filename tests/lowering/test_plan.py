@@ -28,6 +28,8 @@ LINEAR, CUBIC, NEAREST = (
 )
 NEAREST_ZEROS = GridSampleSpec(2, "nearest", "zeros", 0)
 LINEAR_ZEROS = GridSampleSpec(2, "linear", "zeros", 0)
+CUBIC3 = GridSampleSpec(3, "cubic", "zeros", 0)
+CUBIC16 = GridSampleSpec(2, "cubic", "zeros", 0, x_dtype=ir.DataType.FLOAT16)
 
 
 def _points(count: int) -> list[int]:
@@ -100,6 +102,15 @@ TABLE = [
     ("4, int64", LINEAR, [1, 4, "H", "W"], _points(64), "onnxruntime", {"sum": "by_channel"}),
     ("5, int64", LINEAR, [1, 5, "H", "W"], _points(64), "onnxruntime", {"sum": "reduce_sum"}),
     ("4, int32", LINEAR, [1, 4, 8, 8], _points(64), "onnxruntime", {"sum": "reduce_sum"}),
+    # SAMPLES_MAX_SIZE = 128: MNN's and ncnn's own linear kernel reads cubic's samples up to there
+    ("cubic, 128", CUBIC, [1, 3, 100, 128], _points(64), "mnn", {"reader": "samples"}),
+    ("cubic, 129", CUBIC, [1, 3, 100, 129], _points(64), "mnn", {"reader": "centres"}),
+    # READER_CUBIC_MAX_CHANNELS = 63: MNN's cubic gathers rows from 64 channels
+    ("cubic, 63 ch", CUBIC, [1, 63, 16, 16], _points(64), "mnn", {"reader": "samples"}),
+    ("cubic, 64 ch", CUBIC, [1, 64, 16, 16], _points(64), "mnn", {"reader": "", "gather": "rows"}),
+    ("nearest, mnn", NEAREST, [1, 3, 16, 16], _points(64), "mnn", {"reader": "centres"}),
+    ("ncnn, 3-D cubic", CUBIC3, [1, 3, 8, 8, 8], [1, 4, 4, 4, 3], "ncnn", {"reader": "centres"}),
+    ("mnn, float16", CUBIC16, [1, 3, 16, 16], _points(64), "mnn", {"reader": ""}),
     # SLOT_MAX_RATIO = 4: X at most 4x the points
     ("S = 4P", NEAREST_ZEROS, [1, 3, 16, 16], _points(64), "generic", {"zero_slot": True}),
     ("S > 4P", NEAREST_ZEROS, [1, 3, 16, 16], _points(63), "generic", {"zero_slot": False}),

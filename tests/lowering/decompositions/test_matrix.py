@@ -7,6 +7,7 @@ else (cubic + border, float64) gridsample_lower.check.reference; see conftest.py
 from __future__ import annotations
 
 import numpy as np
+import onnx_ir as ir
 import pytest
 from conftest import (
     assert_close,
@@ -18,7 +19,7 @@ from conftest import (
     spec_model,
 )
 
-from gridsample_lower import lower, supported_specs
+from gridsample_lower import UnsupportedGridSample, lower, supported_specs
 from gridsample_lower.check.reference import grid_sample
 from gridsample_lower.lowering.costs import (
     ROWS_MIN_CHANNELS,
@@ -179,7 +180,11 @@ def test_linear_rows_scaled_by_batch_normalization(rank, padding, dtype, batch, 
     )
     expected = grid_sample(x, grid.astype(np.float64), "linear", padding, 0)
     for target in TARGETS:
-        lowered = lower(model, target=target, lower_all=True)
+        try:
+            lowered = lower(model, target=target, lower_all=True)
+        except UnsupportedGridSample as error:  # ncnn: float32 X and static sizes only
+            assert TARGETS[target].reads_only, (target, error)
+            continue
         ops = {n.op_type for n in lowered.graph.node}
         assert ("BatchNormalization" in ops) == (target == "onnxruntime"), target
         if target == "onnxruntime":
@@ -193,7 +198,23 @@ def test_linear_rows_scaled_by_batch_normalization(rank, padding, dtype, batch, 
             differs = ~np.isclose(y, truth, equal_nan=True, rtol=1e-3)
             assert np.isnan(y[differs]).all(), target
             y, truth = np.where(differs, 0, y), np.where(differs, 0, truth)
+        if lowered_by_samples(model, target):
+            # A linear sample is normalized again for the target's kernel, a rounding off a
+            # whole pixel: beside an infinite or NaN pixel it may read it where the reference
+            # weighs it 0 (NaN), or the reverse; every other value is the reference's.
+            differs = ~np.isclose(y, truth, equal_nan=True, rtol=1e-3)
+            assert (~np.isfinite(y[differs]) | ~np.isfinite(truth[differs])).all(), target
+            y, truth = np.where(differs, 0, y), np.where(differs, 0, truth)
         assert_close(y, truth, spec.mode, dtype)
+
+
+def lowered_by_samples(model, target: str) -> bool:
+    """Whether the target's own linear GridSample reads this node's samples (MNN, ncnn)."""
+    from gridsample_lower.lowering.inventory import find_gridsamples
+    from gridsample_lower.lowering.plan import node_plan
+
+    site = find_gridsamples(ir.serde.deserialize_model(model), infer=True)[0]
+    return node_plan(site.spec, site.node, TARGETS[target]).reader == "samples"
 
 
 @pytest.mark.parametrize("channels", [SCALED_MIN_CHANNELS - 1, SCALED_MIN_CHANNELS])
@@ -268,7 +289,8 @@ def test_3d_linear_rows_matmul_from_256_values_per_point(channels, padding, rng)
     for target in TARGETS:
         lowered = lower(spec_model(spec, x, grid), target=target, lower_all=True)
         uses_matmul = any(n.op_type == "MatMul" for n in lowered.graph.node)
-        assert uses_matmul == (target == "onnxruntime" and channels >= 32), target
+        if not TARGETS[target].centre_reader_ranks:  # (readers: 0/1 MatMuls, exact anywhere)
+            assert uses_matmul == (target == "onnxruntime" and channels >= 32), target
         assert_close(run_ort(lowered, {"X": x, "grid": grid}), oracle(spec, x, grid), "linear")
 
 
