@@ -345,8 +345,10 @@ def prepare_tvm(model, feeds: Feeds | None = None) -> Prepared:
         mod = _stage("tvm", "import", from_onnx, proto, keep_params_in_input=False)
 
         def compile_():
-            lowered = relax.transform.DecomposeOpsForInference()(mod)
-            lowered = relax.transform.LegalizeOps()(lowered)
+            with target:
+                lowered = relax.transform.DecomposeOpsForInference()(mod)
+                lowered = relax.transform.CanonicalizeBindings()(lowered)
+                lowered = relax.get_pipeline("zero")(lowered)  # legalize, fold, fuse
             return tvm.compile(lowered, target=target)
 
         executable = _stage("tvm", "compile", compile_)

@@ -34,6 +34,9 @@ class Target:
     # GridSample configurations the target runs natively (kept by default); the node, when
     # known, lets it judge by shapes and constant inputs.
     keeps: Callable[[GridSampleSpec, ir.Node | None], bool] = lambda spec, node=None: False
+    # A compiler that fuses chains of elementwise ops into one loop (TVM): the rows are chosen
+    # by ``costs.rows_pay``'s rule for fused targets, not onnxruntime's thresholds.
+    fuses: bool = False
 
     def __post_init__(self) -> None:
         if _takes_spec_only(self.keeps):  # written before targets could see the node
@@ -64,6 +67,13 @@ REDUCED_PRECISION = frozenset({"MatMul"})
 # time; TensorRT's ONNX parser and most NPU compilers take only constant parameters.
 CONSTANT_PARAMETERS = frozenset({"BatchNormalization"})
 ONNXRUNTIME_ONLY = REDUCED_PRECISION | CONSTANT_PARAMETERS
+# Symbolic sizes multiplied by ReduceProd or Flatten: tract 0.23.9 cannot read a shape a
+# ReduceProd computed ("shape input is variable") nor infer Flatten's over two symbols ("square
+# of symbols"), and TVM 0.27's relax importer cannot reduce a shape. Without them the emitter
+# gathers each dimension from Shape as a scalar, multiplies scalars and Unsqueezes or Concats
+# them into shapes, and reshapes where it would flatten (static graphs change by Flatten ->
+# Reshape only).
+SHAPE_PRODUCTS = frozenset({"ReduceProd", "Flatten"})
 
 # bench/target_choices.py checks these bounds.
 FOLDED_GRID_MAX_CHANNELS = 4  # with a constant grid, the lowering beats the fast kernel up to here
@@ -221,8 +231,9 @@ TARGETS: dict[str, Target] = {
         Target(
             "tract",
             "tract: lower everything (its GridSample is 30-75x slower), row Gathers, int32 "
-            "indices, no BatchNormalization (tract takes only constant parameters)",
-            avoids=ONNXRUNTIME_ONLY | {"GatherElements"},
+            "indices, no BatchNormalization (tract takes only constant parameters), symbolic "
+            "sizes without ReduceProd or Flatten",
+            avoids=ONNXRUNTIME_ONLY | SHAPE_PRODUCTS | {"GatherElements"},
             index_dtype=ir.DataType.INT32,
         ),
         Target(
@@ -230,6 +241,16 @@ TARGETS: dict[str, Target] = {
             "IREE llvm-cpu: lower everything (its GridSample is wrong outside [-1, 1]), row "
             "Gathers (GatherElements 1.5-3x slower), no MatMul (it fails with symbolic sizes)",
             avoids=ONNXRUNTIME_ONLY | {"GatherElements"},
+        ),
+        Target(
+            "tvm",
+            "TVM relax (llvm): lower everything; symbolic sizes without ReduceProd (its "
+            "importer cannot reduce a shape) or Range (it sizes the output by a new symbol)",
+            # Range: a Range up to the symbolic batch gets a length of its own, which then
+            # cannot broadcast against the batch; the rows' batch offsets need it, so a
+            # symbolic batch is gathered with GatherElements.
+            avoids=ONNXRUNTIME_ONLY | {"ReduceProd", "Range"},
+            fuses=True,
         ),
         Target(
             "tinygrad",

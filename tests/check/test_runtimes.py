@@ -53,10 +53,17 @@ def _known_failure(runtime: str, target: str, spec: GridSampleSpec, shapes: str)
     plan = plan_of(spec, x_shape, grid_shape, TARGETS[target])
     if runtime == "tract" and plan.sum == "scaled":
         return "tract takes only constant BatchNormalization parameters (this target scales rows)"
-    if shapes == "symbolic" and runtime == "tract":
+    shape_products = not TARGETS[target].allows("ReduceProd")  # (then sizes are gathered)
+    if shapes == "symbolic" and runtime == "tract" and TARGETS[target].allows("Flatten"):
         return "tract 0.23.9 cannot infer Flatten's shape from a product of symbols ('square of symbols')"
-    if shapes == "symbolic" and runtime == "tvm":
+    if shapes == "symbolic" and runtime == "tract" and not shape_products:
+        return (
+            "tract 0.23.9 cannot Reshape to a shape ReduceProd computed ('shape input is variable')"
+        )
+    if shapes == "symbolic" and runtime == "tvm" and not shape_products:
         return "TVM 0.27's relax ONNX frontend: ReduceProd cannot take a ShapeExpr input"
+    if shapes == "symbolic" and runtime == "tvm" and plan.rows:
+        return "TVM 0.27 sizes a Range up to the symbolic batch by a new symbol (rows' offsets)"
     if shapes == "symbolic" and runtime == "iree" and spec.mode == "cubic" and spec.rank == 3:
         return "IREE 3.13 cannot load 3-D cubic with symbolic sizes: 114 constants, limit 64"
     return ""

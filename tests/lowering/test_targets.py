@@ -59,6 +59,9 @@ MUST_AVOID = {
     "tract": {"BatchNormalization"},
     "iree": set(),
     "tinygrad": set(),
+    # TVM 0.27's relax importer cannot reduce a shape (ReduceProd of a ShapeExpr), and sizes a
+    # Range up to a symbolic size by a symbol of its own.
+    "tvm": {"ReduceProd", "Range"},
 }
 
 
