@@ -192,16 +192,25 @@ def _grid_folds(spec: GridSampleSpec, node: ir.Node | None) -> bool:
 def _tvm_keeps(spec: GridSampleSpec, node: ir.Node | None = None) -> bool:
     """What TVM 0.27's own GridSample runs right and faster than the tvm lowering.
 
-    Relax, llvm, fused, 1 thread (bench/results/runtimes.md): float32 4-D, and 5-D but cubic (no 5-D
-    cubic, nor 1-D), with zeros or border padding: the lowering takes 1.1-4.6x its time there.
-    Its reflection is 4-15x slower than its border, so reflection is lowered (0.2-0.6 of native
-    on 3-64 channels of one sample, 3-D; 1.1 with 256 channels).
+    Relax, llvm, fused, 1 thread (bench/results/runtimes.md, lowered / native): float32 4-D,
+    and 5-D but cubic (no 5-D cubic, nor 1-D), with zeros or border padding: 1.35-6.4. Its
+    reflection is 4-20x slower than its border, and is lowered where the tvm lowering gathers
+    rows (one sample, 2 S <= taps x P: 0.26-0.95, 3-D 0.35), not where it takes GatherElements
+    (8x32x64x64: 2.3; 4096 points of a 32x128x128 X: 1.4), nor for nearest (one tap: 1.6-3.2
+    with zeros padding).
     """
     if spec.x_dtype != ir.DataType.FLOAT or spec.grid_dtype != ir.DataType.FLOAT:
         return False
-    if spec.padding_mode == "reflection":
+    if not (spec.rank == 2 or (spec.rank == 3 and spec.mode != "cubic")):
         return False
-    return spec.rank == 2 or (spec.rank == 3 and spec.mode != "cubic")
+    if spec.padding_mode != "reflection":
+        return True
+    from gridsample_lower.lowering import costs  # (costs reads this module)
+    from gridsample_lower.lowering.index_range import TAPS_PER_AXIS
+
+    shapes = [v.shape if v is not None else None for v in node.inputs[:2]] if node else [None] * 2
+    sizes = costs.Sizes.of(spec.rank, *shapes)
+    return not costs.rows_pay(sizes, TAPS_PER_AXIS[spec.mode] ** spec.rank, TARGETS["tvm"])
 
 
 TARGETS: dict[str, Target] = {
@@ -259,8 +268,8 @@ TARGETS: dict[str, Target] = {
         ),
         Target(
             "tvm",
-            "TVM relax (llvm): keep float32 4-D and 5-D GridSample but cubic 5-D and "
-            "reflection (TVM's runs faster), row Gathers for one sample; symbolic sizes without "
+            "TVM relax (llvm): keep float32 4-D and 5-D GridSample but cubic 5-D (TVM's runs "
+            "faster), lower reflection where rows pay (one sample); symbolic sizes without "
             "ReduceProd (its importer cannot reduce a shape) or Range",
             # Range: a Range up to the symbolic batch gets a length of its own, which then
             # cannot broadcast against the batch; the rows' batch offsets need it, so a
