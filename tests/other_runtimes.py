@@ -329,7 +329,9 @@ def _tvm_target():
 
 
 def prepare_tvm(model, feeds: Feeds | None = None) -> Prepared:
-    """TVM relax: ``from_onnx`` -> DecomposeOpsForInference + LegalizeOps -> ``tvm.compile`` (llvm).
+    """TVM relax: ``from_onnx`` -> DecomposeOpsForInference, CanonicalizeBindings and the "zero"
+    pipeline (LegalizeOps, FoldConstant, FuseOps, FuseTIR), as TVM's import tutorial compiles
+    before ``tvm.compile`` (llvm), whose default CPU pipeline fuses nothing.
 
     Symbolic dims become relax ``tir.Var``s; the compiled VM takes any concrete size.
     """

@@ -194,7 +194,7 @@ def _tvm_keeps(spec: GridSampleSpec, node: ir.Node | None = None) -> bool:
 
     Relax, llvm, fused, 1 thread (bench/results/runtimes.md, lowered / native): float32 4-D,
     and 5-D but cubic (no 5-D cubic, nor 1-D), with zeros or border padding: 1.35-6.4. Its
-    reflection is 4-20x slower than its border, and is lowered where the tvm lowering gathers
+    reflection is 2-22x slower than its border, and is lowered where the tvm lowering gathers
     rows (one sample, 2 S <= taps x P: 0.26-0.95, 3-D 0.35), not where it takes GatherElements
     (8x32x64x64: 2.3; 4096 points of a 32x128x128 X: 1.4), nor for nearest (one tap: 1.6-3.2
     with zeros padding).
