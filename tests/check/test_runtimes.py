@@ -143,3 +143,24 @@ HALF = [
 @pytest.mark.parametrize(PARAMS, _params(RUNTIMES, HALF))
 def test_float16(runtime, target, spec, shapes, rng):
     _run_case(runtime, target, spec, shapes, np.float16, rng)
+
+
+# Every rank, mode and padding with symbolic sizes, on the runtimes whose targets gather their
+# sizes without ReduceProd (and, for tract, without Flatten): N, the spatial sizes and the
+# output's all symbolic.
+SYMBOLIC = [
+    (runtime, GridSampleSpec(rank, mode, padding, (rank + len(mode)) % 2), "symbolic")
+    for runtime in ("tract", "tvm")
+    for rank in (1, 2, 3)
+    for mode in MODES
+    for padding in PADDING_MODES
+]
+
+
+@pytest.mark.parametrize(
+    ("runtime", "spec", "shapes"),
+    SYMBOLIC,
+    ids=[f"{r}-{s.label}".replace(" ", "-") for r, s, _ in SYMBOLIC],
+)
+def test_symbolic_sizes_on_their_own_target(runtime, spec, shapes, rng):
+    _run_case(runtime, runtime, spec, shapes, np.float32, rng)
