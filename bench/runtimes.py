@@ -46,7 +46,7 @@ CONFIGS = [
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "tests"))
 import other_runtimes as runtimes  # noqa: E402  (the suite's runners, one thread each)
 
-TARGET_OF = {"tract": "tract", "iree": "iree", "tvm": "generic", "tinygrad": "tinygrad"}
+TARGET_OF = {"tract": "tract", "iree": "iree", "tvm": "tvm", "tinygrad": "tinygrad"}
 NATIVE = {  # which GridSample each runtime runs itself
     "tract": lambda mode, rank: not (mode == "cubic" and rank != 2),  # (3-D cubic aborts)
     "tvm": lambda mode, rank: True,

@@ -329,7 +329,9 @@ def _tvm_target():
 
 
 def prepare_tvm(model, feeds: Feeds | None = None) -> Prepared:
-    """TVM relax: ``from_onnx`` -> DecomposeOpsForInference + LegalizeOps -> ``tvm.compile`` (llvm).
+    """TVM relax: ``from_onnx`` -> DecomposeOpsForInference, CanonicalizeBindings and the "zero"
+    pipeline (LegalizeOps, FoldConstant, FuseOps, FuseTIR), as TVM's import tutorial compiles
+    before ``tvm.compile`` (llvm), whose default CPU pipeline fuses nothing.
 
     Symbolic dims become relax ``tir.Var``s; the compiled VM takes any concrete size.
     """
@@ -345,8 +347,10 @@ def prepare_tvm(model, feeds: Feeds | None = None) -> Prepared:
         mod = _stage("tvm", "import", from_onnx, proto, keep_params_in_input=False)
 
         def compile_():
-            lowered = relax.transform.DecomposeOpsForInference()(mod)
-            lowered = relax.transform.LegalizeOps()(lowered)
+            with target:
+                lowered = relax.transform.DecomposeOpsForInference()(mod)
+                lowered = relax.transform.CanonicalizeBindings()(lowered)
+                lowered = relax.get_pipeline("zero")(lowered)  # legalize, fold, fuse
             return tvm.compile(lowered, target=target)
 
         executable = _stage("tvm", "compile", compile_)

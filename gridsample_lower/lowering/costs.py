@@ -35,6 +35,13 @@ TAPS_MAX_VALUES = 2**25  # one Gather of every tap (scaled, MatMul) holds at mos
 BY_CHANNEL_MAX_CHANNELS = 16  # up to this many channels with 8+ taps are gathered one by one...
 BY_CHANNEL_MIN_VALUES = 2**21  # ...and any of GatherElements' few once it gathers this many...
 BY_CHANNEL_INT64_CHANNELS = 4  # ...and up to this many whose indices are int64
+# TVM (fused, 1 thread, bench/results/runtimes.md): rows beat GatherElements at batch 1, where
+# GatherElements' indices, expanded over the channels, make the fused index loop run once per
+# channel (1x3x224x224 linear 3.42 vs 3.93 of native, cubic 5.1 vs 7.9; 1x64x64x64 linear 1.39
+# vs 3.72); not at 8x32x64x64 (5.49 vs 3.88), where the per-tap row gathers cross samples; nor
+# where the channels-last copy of X outweighs the taps (2 S > taps x P: 4096 points of a
+# 32x128x128 X, linear 8.4 vs 5.7 ms, cubic 28 vs 21).
+FUSED_ROWS_MAX_BATCH = 1
 SLOT_MAX_RATIO = 4  # a zero slot appended to X pays while X is at most this many times the points
 # Linear samples read by the target's own kernel (MNN, ncnn) are normalized again for it, which
 # moves them by about L * 2**-24 pixels: up to this size of every sampled axis their error stays
@@ -132,8 +139,13 @@ def rows_pay(sizes: Sizes, taps: int, target: Target) -> bool:
     Rows need a channels-last copy of X, so the points must gather at least about as many
     values as the copy moves. Summed tap by tap they read X at random, which pays only while X
     fits in cache; gathered at once (``_matmul_pays``, ``_scaled_pays``) at any size of X.
-    Unknown sizes: rows wherever there is more than one tap.
+    Unknown sizes: rows wherever there is more than one tap. Fused targets (TVM): rows up to
+    ``FUSED_ROWS_MAX_BATCH`` samples, with more than one tap.
     """
+    if target.fuses:
+        batch, spatial, points = sizes.batch, sizes.spatial, sizes.points
+        one_sample = taps >= 2 and batch is not None and batch <= FUSED_ROWS_MAX_BATCH
+        return one_sample and (spatial is None or points is None or 2 * spatial <= taps * points)
     channels = sizes.channels
     matmul, scaled = matmul_pays(sizes, taps, target), scaled_pays(sizes, taps, target)
     fewest = SCALED_MIN_CHANNELS if scaled else ROWS_MIN_CHANNELS
@@ -271,7 +283,9 @@ STRATEGIES = [
         "gather",
         "rows",
         "Gather of C-vectors from a channels-last copy (N*S, C): otherwise, and always where "
-        "the target has no GatherElements; with unknown sizes, any mode but nearest",
+        "the target has no GatherElements; with unknown sizes, any mode but nearest; on a "
+        f"fused target (tvm), any mode but nearest up to {FUSED_ROWS_MAX_BATCH} sample(s) where "
+        "2 S <= taps x P, never with a symbolic batch where it has no Range",
     ),
     Strategy(
         "sum",

@@ -199,6 +199,11 @@ class Emitter:
         """S: the values of one plane (the product of X's spatial sizes)."""
         return self._extent("x", range(2, 2 + self.rank))
 
+    @property
+    def pixels(self) -> int | ir.Value:
+        """N x S: the rows of X's channels-last copy."""
+        return self._extent("x", (0, *range(2, 2 + self.rank)))
+
     def stride(self, axis: int) -> int | ir.Value:
         """The flat-index stride of spatial ``axis`` within a plane."""
         return self._extent("x", range(3 + axis, 2 + self.rank))
@@ -212,17 +217,96 @@ class Emitter:
         """The output's spatial sizes (the grid's axes 1..rank)."""
         return [self._extent("grid", range(1 + a, 2 + a)) for a in range(self.rank)]
 
-    def _extent(self, of: str, axes: range) -> int | ir.Value:
-        """prod(shape[axes]) of ``of`` ("x" or "grid"): an int, or a 1-D int64 of one element."""
+    def points_times(self, factor: int) -> int | ir.Value:
+        """P x ``factor``, as ``points`` makes it."""
+        return self._extent("grid", range(1, 1 + self.rank), factor)
+
+    def _extent(self, of: str, axes: range | tuple[int, ...], factor: int = 1) -> int | ir.Value:
+        """prod(shape[axes]) x factor of ``of`` ("x" or "grid"): an int, or a 1-D int64."""
         value = self._x if of == "x" else self._grid
         dims = self._shape_of(value)
         static = [dims[a] if dims is not None else None for a in axes]
         if all(d is not None for d in static):
-            return math.prod(static)
-        return self.once(
+            return math.prod(static) * factor
+        if not self.target.allows("ReduceProd") or not isinstance(axes, range):
+            return self.once(
+                ("dims", of, tuple(axes), factor), lambda: self._shape_product(of, axes, factor)
+            )
+        size = self.once(
             ("dims", of, axes.start, axes.stop),
             lambda: self.ReduceProd(self.Shape(value, start=axes.start, end=axes.stop), keepdims=1),
         )
+        return size if factor == 1 else self.Mul(size, self.const([factor], ir.DataType.INT64))
+
+    # Sizes without ReduceProd: tract cannot read a shape computed by one ("shape input is
+    # variable"), nor TVM's importer reduce a shape. TVM takes a shape only from Shape, Gathers
+    # of single dimensions (scalars it keeps symbolic), their products and Unsqueeze or Concat;
+    # and arithmetic on tensors only from a Shape cast to a tensor. tract takes both.
+
+    def _shape_product(self, of: str, axes, factor: int = 1) -> ir.Value:
+        """``_extent`` as a 1-D int64 of one element for a shape: Gathers of each dimension."""
+        value = self._x if of == "x" else self._grid
+        dims = self._shape_of(value)
+        symbolic = [a for a in axes if dims is None or dims[a] is None]
+        static = math.prod(dims[a] for a in axes if a not in symbolic)
+        if len(symbolic) == 1 and factor * static == 1:
+            return self.Shape(value, start=symbolic[0], end=symbolic[0] + 1)
+        product = self._gathered_product(of, axes, factor)
+        return self.Unsqueeze(product, self.const([0], ir.DataType.INT64))
+
+    def _gathered_product(self, of: str, axes, factor: int = 1) -> ir.Value:
+        """prod(shape[axes]) x factor as an int64 scalar from Gathers of single dimensions."""
+        value = self._x if of == "x" else self._grid
+        dims, int64 = self._shape_of(value), ir.DataType.INT64
+        whole = self.once(("shape", of), lambda: self.Shape(value))
+        product = None
+        for a in axes:
+            if dims is not None and dims[a] is not None:
+                factor *= dims[a]
+                continue
+            dim = self.once(("dim", of, a), lambda a=a: self.Gather(whole, self.const(a, int64)))
+            product = dim if product is None else self.Mul(product, dim)
+        if product is None:
+            return self.const(factor, int64)
+        return product if factor == 1 else self.Mul(product, self.const(factor, int64))
+
+    def count(self, axes: range) -> ir.Value:
+        """prod(X.shape[axes]) as an int64 scalar for Range (gathered without ReduceProd)."""
+        if self.target.allows("ReduceProd"):
+            return self.x_size(axes, ir.DataType.INT64)
+        return self.once(
+            ("count", axes.start, axes.stop), lambda: self._gathered_product("x", axes)
+        )
+
+    def _scalar_product(self, axes: range) -> ir.Value:
+        """prod(X.shape[axes]) as an int64 scalar tensor for arithmetic, without ReduceProd."""
+        dims, int64 = self._shape_of(self._x), ir.DataType.INT64
+        product, factor = None, 1
+        for a in axes:
+            if dims is not None and dims[a] is not None:
+                factor *= dims[a]
+                continue
+            dim = self.once(
+                ("dim tensor", a),
+                lambda a=a: self.Cast(self.Shape(self._x, start=a, end=a + 1), to=int64),
+            )
+            product = dim if product is None else self.Mul(product, dim)
+        if factor != 1:
+            product = self.Mul(product, self.const([factor], int64))
+        return self.Reshape(product, self.const([], int64))
+
+    def flatten(
+        self, value: ir.Value, axis: int, sizes: Callable[[], list[int | ir.Value]]
+    ) -> ir.Value:
+        """``value`` as 2-D, split before ``axis``; ``sizes()`` gives the two sizes.
+
+        Flatten where the target has it; else a Reshape to the sizes (tract cannot infer
+        Flatten's shape where it multiplies symbols). ``sizes`` is called only then, so
+        that no size is emitted for nothing.
+        """
+        if self.target.allows("Flatten"):
+            return self.Flatten(value, axis=axis)
+        return self.reshape(value, sizes())
 
     def shape(self, parts: list[int | ir.Value]) -> ir.Value:
         """A 1-D int64 shape from ints and 1-D int64 values (one Constant when all are ints)."""
@@ -242,6 +326,8 @@ class Emitter:
         return self.Concat(*pieces, axis=0)
 
     def _dynamic_size(self, axes: range, dtype: ir.DataType) -> ir.Value:
+        if dtype == ir.DataType.INT64 and not self.target.allows("ReduceProd"):
+            return self.once(("size", axes.start, axes.stop), lambda: self._scalar_product(axes))
         if dtype == ir.DataType.INT64:
             return self.once(
                 ("size", axes.start, axes.stop),

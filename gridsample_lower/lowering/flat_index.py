@@ -155,6 +155,6 @@ def batch_offsets(em: Emitter, rank: int, dtype: ir.DataType) -> ir.Value:
     spatial = em.x_size(range(2, 2 + rank), dtype)
     if batch is not None:
         return em.Mul(em.const(np.arange(batch).reshape(batch, 1, 1), dtype), spatial)
-    n = em.Range(em.const(0, INT64), em.x_size(range(0, 1), INT64), em.const(1, INT64))
+    n = em.Range(em.const(0, INT64), em.count(range(0, 1)), em.const(1, INT64))
     n = em.Unsqueeze(n, em.const([1, 2], INT64))
     return em.Mul(n if dtype == INT64 else em.Cast(n, to=dtype), spatial)

@@ -73,17 +73,18 @@ def _gather_elements(
 ) -> ir.Value:
     ct, n, c = compute_dtype(spec), em.batch, em.channels
     points = em.output_dims()
-    flat = em.Flatten(flat, axis=1)  # (N, K*P)
+    flat = em.flatten(flat, 1, lambda: [n, em.points_times(plan.taps)])  # (N, K*P)
     if plan.sum == "by_channel":  # (weights only: they do the masking)
         return _combine_by_channel(em, x, spec, plan, flat, weights)
-    data = em.Flatten(x, axis=2)  # (N*C, S)
+    data = em.flatten(x, 2, lambda: [em.planes, em.sample_size])  # (N*C, S)
     if plan.zero_slot:  # the flat index already reads S, one past the sample, where outside
         if plan.slot_by_pad:
             data = em.Pad(data, em.const([0, 0, 0, 1], INT64))
         else:
             data = em.Concat(data, _zeros(em, x.dtype, [em.planes, 1]), axis=1)
     flat = em.Expand(em.Unsqueeze(flat, em.const([1], INT64)), em.shape([n, c, 1]))
-    values = em.GatherElements(data, em.Flatten(flat, axis=2), axis=1)  # (N*C, K*P)
+    flat = em.flatten(flat, 2, lambda: [em.planes, em.points_times(plan.taps)])
+    values = em.GatherElements(data, flat, axis=1)  # (N*C, K*P)
     if weights is None:
         values = em.reshape(values, [n, c, *points])
         if plan.masks_values:
@@ -119,7 +120,9 @@ def _combine_by_channel(
     ones = em.const(np.ones((1, taps)), ct)
     sums = []
     for k in range(em.x_dim(1)):
-        plane = em.Flatten(em.Gather(x, em.index(k), axis=1), axis=1)  # (N, S)
+        plane = em.flatten(
+            em.Gather(x, em.index(k), axis=1), 1, lambda: [n, em.sample_size]
+        )  # (N, S)
         values = em.GatherElements(plane, flat, axis=1)  # (N, K*P)
         if spec.x_dtype != ct:
             values = em.Cast(values, to=ct)
@@ -250,7 +253,7 @@ def _scaled_taps(
     zeros = em.Sub(scale, scale)
     scaled = em.BatchNormalization(values, scale, zeros, zeros, zeros, epsilon=1.0)
     ones = em.const(np.ones((1, taps)), dtype)
-    row = total * c if isinstance(total, int) else em.Mul(total, em.const([c], INT64))
+    row = em.points_times(c)
     summed = em.MatMul(ones, em.reshape(scaled, [n, taps, row]))  # (N, 1, P*C)
     return em.reshape(summed, [n, total, c])
 
@@ -271,12 +274,13 @@ def _matmul_taps(
 def _channels_last(em: Emitter, x: ir.Value, rank: int, tiled: bool) -> ir.Value:
     """X as ``(N*S, C)`` rows: one Transpose, or two in tiles of ``(C, TILE)`` (``plan``)."""
     if not tiled:
-        return em.Flatten(em.Transpose(x, perm=[0, *range(2, rank + 2), 1]), axis=rank + 1)
+        last = em.Transpose(x, perm=[0, *range(2, rank + 2), 1])
+        return em.flatten(last, rank + 1, lambda: [em.pixels, em.channels])
     n, c, spatial = em.batch, em.channels, em.sample_size
     blocks = em.Transpose(em.reshape(x, [n, c, spatial // TILE, TILE]), perm=[0, 2, 1, 3])
     # A Reshape between the two keeps onnxruntime from fusing them back into one transpose.
     blocks = em.reshape(blocks, [-1, c, TILE])
-    return em.Flatten(em.Transpose(blocks, perm=[0, 2, 1]), axis=2)
+    return em.flatten(em.Transpose(blocks, perm=[0, 2, 1]), 2, lambda: [em.pixels, c])
 
 
 def _zero(em: Emitter, dtype: ir.DataType, shape: tuple[int, ...] = ()) -> ir.Value:

@@ -220,6 +220,8 @@ def _choose_gather(
         return True, f"the {target.name} target has no GatherElements"
     if int32_overflow(spec, sizes.dims, target, rows=True):
         return False, "the rows' indices, which span every sample, would pass int32"
+    if sizes.batch is None and not target.allows("Range"):
+        return False, f"a symbolic batch's row offsets need Range (not on the {target.name} target)"
     if costs.rows_pay(sizes, taps, target):
         return True, f"{sizes.channels} channels: contiguous rows beat one value per tap"
     return False, "few channels, or too few points to pay for a channels-last copy of X"

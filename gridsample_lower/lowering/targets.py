@@ -49,6 +49,9 @@ class Target:
     # The target has no other data-dependent read (ncnn): nodes the readers cannot take are
     # refused.
     reads_only: bool = False
+    # A compiler that fuses chains of elementwise ops into one loop (TVM): the rows are chosen
+    # by ``costs.rows_pay``'s rule for fused targets, not onnxruntime's thresholds.
+    fuses: bool = False
 
     def __post_init__(self) -> None:
         if _takes_spec_only(self.keeps):  # written before targets could see the node
@@ -79,6 +82,13 @@ REDUCED_PRECISION = frozenset({"MatMul"})
 # time; TensorRT's ONNX parser and most NPU compilers take only constant parameters.
 CONSTANT_PARAMETERS = frozenset({"BatchNormalization"})
 ONNXRUNTIME_ONLY = REDUCED_PRECISION | CONSTANT_PARAMETERS
+# Symbolic sizes multiplied by ReduceProd or Flatten: tract 0.23.9 cannot read a shape a
+# ReduceProd computed ("shape input is variable") nor infer Flatten's over two symbols ("square
+# of symbols"), and TVM 0.27's relax importer cannot reduce a shape. Without them the emitter
+# gathers each dimension from Shape as a scalar, multiplies scalars and Unsqueezes or Concats
+# them into shapes, and reshapes where it would flatten (static graphs change by Flatten ->
+# Reshape only).
+SHAPE_PRODUCTS = frozenset({"ReduceProd", "Flatten"})
 
 # bench/target_choices.py checks these bounds.
 FOLDED_GRID_MAX_CHANNELS = 4  # with a constant grid, the lowering beats the fast kernel up to here
@@ -242,6 +252,30 @@ NCNN_UNMAPPED = frozenset(
 )  # fmt: skip
 
 
+def _tvm_keeps(spec: GridSampleSpec, node: ir.Node | None = None) -> bool:
+    """What TVM 0.27's own GridSample runs right and faster than the tvm lowering.
+
+    Relax, llvm, fused, 1 thread (bench/results/runtimes.md, lowered / native): float32 4-D,
+    and 5-D but cubic (no 5-D cubic, nor 1-D), with zeros or border padding: 1.35-6.4. Its
+    reflection is 2-22x slower than its border, and is lowered where the tvm lowering gathers
+    rows (one sample, 2 S <= taps x P: 0.26-0.95, 3-D 0.35), not where it takes GatherElements
+    (8x32x64x64: 2.3; 4096 points of a 32x128x128 X: 1.4), nor for nearest (one tap: 1.6-3.2
+    with zeros padding).
+    """
+    if spec.x_dtype != ir.DataType.FLOAT or spec.grid_dtype != ir.DataType.FLOAT:
+        return False
+    if not (spec.rank == 2 or (spec.rank == 3 and spec.mode != "cubic")):
+        return False
+    if spec.padding_mode != "reflection":
+        return True
+    from gridsample_lower.lowering import costs  # (costs reads this module)
+    from gridsample_lower.lowering.index_range import TAPS_PER_AXIS
+
+    shapes = [v.shape if v is not None else None for v in node.inputs[:2]] if node else [None] * 2
+    sizes = costs.Sizes.of(spec.rank, *shapes)
+    return not costs.rows_pay(sizes, TAPS_PER_AXIS[spec.mode] ** spec.rank, TARGETS["tvm"])
+
+
 TARGETS: dict[str, Target] = {
     t.name: t
     for t in [
@@ -285,8 +319,9 @@ TARGETS: dict[str, Target] = {
         Target(
             "tract",
             "tract: lower everything (its GridSample is 30-75x slower), row Gathers, int32 "
-            "indices, no BatchNormalization (tract takes only constant parameters)",
-            avoids=ONNXRUNTIME_ONLY | {"GatherElements"},
+            "indices, no BatchNormalization (tract takes only constant parameters), symbolic "
+            "sizes without ReduceProd or Flatten",
+            avoids=ONNXRUNTIME_ONLY | SHAPE_PRODUCTS | {"GatherElements"},
             index_dtype=ir.DataType.INT32,
         ),
         Target(
@@ -294,6 +329,18 @@ TARGETS: dict[str, Target] = {
             "IREE llvm-cpu: lower everything (its GridSample is wrong outside [-1, 1]), row "
             "Gathers (GatherElements 1.5-3x slower), no MatMul (it fails with symbolic sizes)",
             avoids=ONNXRUNTIME_ONLY | {"GatherElements"},
+        ),
+        Target(
+            "tvm",
+            "TVM relax (llvm): keep float32 4-D and 5-D GridSample but cubic 5-D (TVM's runs "
+            "faster), lower reflection where rows pay (one sample); symbolic sizes without "
+            "ReduceProd (its importer cannot reduce a shape) or Range",
+            # Range: a Range up to the symbolic batch gets a length of its own, which then
+            # cannot broadcast against the batch; the rows' batch offsets need it, so a
+            # symbolic batch is gathered with GatherElements.
+            avoids=ONNXRUNTIME_ONLY | {"ReduceProd", "Range"},
+            keeps=_tvm_keeps,
+            fuses=True,
         ),
         Target(
             "tinygrad",

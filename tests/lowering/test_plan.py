@@ -57,6 +57,14 @@ TABLE = [
         {"gather": "elements"},
     ),
     ("no GatherElements", NEAREST, [1, 1, 4, 4], _points(1), "webnn", {"gather": "rows"}),
+    # FUSED_ROWS_MAX_BATCH = 1 (tvm): rows at any channel count up to one sample, not past it,
+    # not for one tap, nor with a symbolic batch (no Range there for the rows' offsets)
+    ("tvm, 3 channels", LINEAR, [1, 3, 16, 16], _points(256), "tvm", {"gather": "rows"}),
+    ("tvm, 2 samples", LINEAR, [2, 3, 16, 16], _points(256), "tvm", {"gather": "elements"}),
+    ("tvm, nearest", NEAREST, [1, 3, 16, 16], _points(256), "tvm", {"gather": "elements"}),
+    ("tvm, batch N", LINEAR, ["N", 64, 16, 16], _points(256), "tvm", {"gather": "elements"}),
+    ("tvm, 2S = 4P", LINEAR, [1, 3, 16, 16], _points(128), "tvm", {"gather": "rows"}),
+    ("tvm, 2S > 4P", LINEAR, [1, 3, 16, 16], _points(127), "tvm", {"gather": "elements"}),
     # SCALED_MIN_CHANNELS = 24 (onnxruntime, fewer than 8 taps)
     ("23, scaled", LINEAR, [1, 23, 16, 16], _points(512), "onnxruntime", {"gather": "elements"}),
     ("24, scaled", LINEAR, [1, 24, 16, 16], _points(512), "onnxruntime", {"sum": "scaled"}),

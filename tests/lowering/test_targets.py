@@ -88,6 +88,9 @@ MUST_AVOID = {
         "ReduceSum",
         "BatchNormalization",
     },  # fmt: skip
+    # TVM 0.27's relax importer cannot reduce a shape (ReduceProd of a ShapeExpr), and sizes a
+    # Range up to a symbolic size by a symbol of its own.
+    "tvm": {"ReduceProd", "Range"},
 }
 
 
