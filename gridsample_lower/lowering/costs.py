@@ -35,6 +35,12 @@ BY_CHANNEL_MAX_CHANNELS = 16  # up to this many channels with 8+ taps are gather
 BY_CHANNEL_MIN_VALUES = 2**21  # ...and any of GatherElements' few once it gathers this many...
 BY_CHANNEL_INT64_CHANNELS = 4  # ...and up to this many whose indices are int64
 SLOT_MAX_RATIO = 4  # a zero slot appended to X pays while X is at most this many times the points
+# Targets with ``float_index_math`` (LiteRT) compute every gather index in float32 while the
+# largest index (the zero slot past the data) stays below this: float32 holds every integer
+# up to 2**24 exactly. 1x32x64x64 linear zeros on LiteRT: 1.38 -> 1.06 of onnx2tf's
+# emulation (bench/results/litert/REPORT.md: TFLite runs int32 Min/Max/Mul with a scalar in
+# reference kernels, 10-40x slower than XNNPACK's float ones).
+FLOAT_INDEX_LIMIT = 2**24
 
 # Types onnxruntime's Where takes: gathered values can be masked; for the others (int8, int16,
 # uint16, uint32, uint64, bool, bfloat16) a zero is appended to X. (int8 and uint32 only from
@@ -290,13 +296,22 @@ STRATEGIES = [
         "True",
         "nearest, zeros padding, GatherElements: masked points read a zero appended to X while "
         f"S <= {SLOT_MAX_RATIO} x P or either is unknown (else a Where masks the values); and "
-        "always for types onnxruntime's Where lacks",
+        "always for types onnxruntime's Where lacks, or where the target's Where is slow "
+        "(litert: a zero row appended to the rows)",
     ),
     Strategy(
         "tiled",
         "True",
         f"rows: the channels-last copy in tiles of {TILE} pixels where each channel's pixels "
-        f"take a multiple of {ALIASED_BYTES} bytes, up to {_n(TILED_MAX_VALUES)} values a sample",
+        f"take a multiple of {ALIASED_BYTES} bytes, up to {_n(TILED_MAX_VALUES)} values a sample; "
+        "not where the target's Transpose does not thrash (litert)",
+    ),
+    Strategy(
+        "float_index",
+        "True",
+        "targets whose integer elementwise ops are slow (litert): every index clamped, strided "
+        "and offset in float32, cast once before its gather, while the largest index stays below "
+        f"{_n(FLOAT_INDEX_LIMIT)} (static sizes, float32 coordinates)",
     ),
     Strategy(
         "index_type",

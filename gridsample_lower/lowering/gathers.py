@@ -19,6 +19,7 @@ from gridsample_lower.lowering.emitter import Emitter
 from gridsample_lower.lowering.flat_index import (
     batch_offsets,
     flat_index,
+    gather_index,
     samples_size,
     where_inside,
 )
@@ -64,7 +65,7 @@ def _gather_elements(
 ) -> ir.Value:
     ct, n, c = compute_dtype(spec), em.batch, em.channels
     points = em.output_dims()
-    flat = em.Flatten(flat, axis=1)  # (N, K*P)
+    flat = em.Flatten(gather_index(em, plan, flat), axis=1)  # (N, K*P)
     if plan.sum == "by_channel":  # (weights only: they do the masking)
         return _combine_by_channel(em, x, spec, plan, flat, weights)
     data = em.Flatten(x, axis=2)  # (N*C, S)
@@ -128,14 +129,17 @@ def _gather_rows(
     index_type = plan.index_type
     rows = _channels_last(em, x, r, plan.tiled)  # (N*S, C)
     flat = em.reshape(flat, [n, taps, total])
+    flat_type = compute_dtype(spec) if plan.float_index else index_type
     if em.x_dim(0) != 1:  # within-sample indices may be int32 where these offsets are not
-        flat = flat if plan.sample_type == index_type else em.Cast(flat, to=index_type)
-        flat = em.Add(flat, batch_offsets(em, r, index_type))
+        if not plan.float_index and plan.sample_type != index_type:
+            flat = em.Cast(flat, to=index_type)
+        flat = em.Add(flat, batch_offsets(em, r, flat_type))
     if plan.zero_slot:
-        past_end = samples_size(em, r, index_type)
-        kept = em.Cast(em.reshape(inside, [n, 1, total]), to=index_type)
+        past_end = samples_size(em, r, flat_type)
+        kept = em.Cast(em.reshape(inside, [n, 1, total]), to=flat_type)
         flat = where_inside(em, kept, flat, past_end)
         rows = em.Concat(rows, _zeros(em, x.dtype, [1, c]), axis=0)
+    flat = gather_index(em, plan, flat)
     y_dtype = x.dtype if weights is None else compute_dtype(spec)
     if y_dtype != x.dtype:  # cast once here, usually fewer rows than the taps gathered
         rows = em.Cast(rows, to=y_dtype)

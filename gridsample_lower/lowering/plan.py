@@ -19,11 +19,17 @@ from collections.abc import Mapping, Sequence
 import onnx_ir as ir
 
 from gridsample_lower.lowering import costs
-from gridsample_lower.lowering.costs import PAD_TYPES, SLOT_MAX_RATIO, WHERE_TYPES
+from gridsample_lower.lowering.costs import (
+    FLOAT_INDEX_LIMIT,
+    PAD_TYPES,
+    SLOT_MAX_RATIO,
+    WHERE_TYPES,
+)
 from gridsample_lower.lowering.index_range import (
     INT32_LIMIT,
     TAPS_PER_AXIS,
     int32_overflow,
+    largest_index,
     ring_width,
 )
 from gridsample_lower.lowering.targets import Target
@@ -62,6 +68,8 @@ class Plan:
         sample_type: the flat index within one sample; ``index_type``: across every sample
             (where the rows add their batch offsets).
         tiled: the channels-last copy is made in tiles of ``TILE`` pixels.
+        float_index: every index computed in float (exact), cast to ``index_type`` once at the
+            gather (targets with ``float_index_math``).
         empty: X has no values (a static 0 batch or channel): Y is X reshaped.
         refusal: why the target cannot take this node, or "".
     """
@@ -79,6 +87,7 @@ class Plan:
     sample_type: ir.DataType
     index_type: ir.DataType
     tiled: bool
+    float_index: bool = False
     empty: bool = False
     refusal: str = ""
     why: dict[str, str] = dataclasses.field(default_factory=dict, compare=False, repr=False)
@@ -144,11 +153,12 @@ def plan_of(
         position_type = INT32
         why["position_type"] = "int32's Cast, Clip and Mul run 3-5x faster than int64's"
     combine, why["sum"] = _choose_sum(spec, given, taps, target, rows, sample_type == INT64)
-    tiled = rows and costs.tiled_pays(spec, gathered)
+    tiled = rows and target.tiled_copy and costs.tiled_pays(spec, gathered)
     if "sum" in force:
         combine, why["sum"] = str(force.pop("sum")), "forced"
     if "tiled" in force:
         tiled = rows and bool(force.pop("tiled"))
+    float_index, why["float_index"] = _choose_float_index(spec, x_shape, rows, target)
     if force or combine not in SUMS[rows, spec.mode == "nearest"]:
         raise ValueError(f"cannot force {force or combine!r} with {'rows' if rows else 'elements'}")
     return Plan(
@@ -165,6 +175,7 @@ def plan_of(
         sample_type=sample_type,
         index_type=index_type,
         tiled=tiled,
+        float_index=float_index,
         empty=given.batch == 0 or given.channels == 0,
         refusal=int32_overflow(spec, given.dims, target, rows=rows),
         why=why,
@@ -244,6 +255,8 @@ def _choose_zero_slot(
         return True, f"onnxruntime's Where has no {spec.x_dtype.name.lower()}"
     if not target.allows("Pad"):
         return False, f"the {target.name} target appends nothing to X: a Where masks the values"
+    if target.slow_where:
+        return True, f"the {target.name} target's Where costs more than a copy of X"
     if rows:
         return False, "appending a row would copy the channels-last copy again"
     if sizes.spatial is None or sizes.points is None:
@@ -251,6 +264,26 @@ def _choose_zero_slot(
     if sizes.spatial <= SLOT_MAX_RATIO * sizes.points:
         return True, f"X is at most {SLOT_MAX_RATIO}x the points: a copy beats a Where"
     return False, f"X is over {SLOT_MAX_RATIO}x the points: a Where beats a copy"
+
+
+def _choose_float_index(
+    spec: GridSampleSpec, x_shape: Sequence | None, rows: bool, target: Target
+) -> tuple[bool, str]:
+    """Whether every index is computed in float and cast once (``Target.float_index_math``).
+
+    Exact while the largest index (the zero slot past the data) is below FLOAT_INDEX_LIMIT;
+    symbolic sizes, float64 coordinates and larger X take the integer path.
+    """
+    if not target.float_index_math:
+        return False, ""
+    if compute_dtype(spec) != ir.DataType.FLOAT:
+        return False, "float64 coordinates: the integer path"
+    largest = largest_index(spec, x_shape, rows=rows)
+    if rows and (x_shape is None or not isinstance(x_shape[0], int)):
+        largest = None  # the rows' indices span every sample
+    if largest is None or largest >= FLOAT_INDEX_LIMIT:
+        return False, "sizes symbolic or past 2**24: float32 would not be exact"
+    return True, f"the {target.name} target's integer ops are slow; float32 is exact below 2**24"
 
 
 def _choose_float_flat(

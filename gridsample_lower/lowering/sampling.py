@@ -46,6 +46,14 @@ def grid_coordinates(em: Emitter, grid: ir.Value, spec: GridSampleSpec) -> list[
     The grid lists coordinates innermost-first (x = width first), so axis i reads component r-1-i.
     """
     r, ct = spec.rank, compute_dtype(spec)
+    if em.target.grid_by_gather:  # (N, O..) per component, then (N, 1..1, O..)
+        if spec.grid_dtype != ct:
+            grid = em.Cast(grid, to=ct)
+        taps = em.const(list(range(1, r + 1)), INT64)
+        return [
+            em.Unsqueeze(em.Gather(grid, em.index(r - 1 - axis), axis=r + 1), taps)
+            for axis in range(r)
+        ]
     planar = em.Transpose(grid, perm=[r + 1, *range(r + 1)])
     if spec.grid_dtype != ct:
         planar = em.Cast(planar, to=ct)

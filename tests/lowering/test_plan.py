@@ -172,6 +172,23 @@ TABLE = [
         "generic",
         {"position_type": INT64},
     ),
+    # litert: indices in float32 while the largest (N x the padded S, rows) is exact there;
+    # FLOAT_INDEX_LIMIT = 2**24
+    ("float index", LINEAR_ZEROS, [1, 3, 4093, 4094], _points(4), "litert", {"float_index": True}),
+    ("2**24 index", LINEAR_ZEROS, [1, 3, 4094, 4094], _points(4), "litert", {"float_index": False}),
+    ("float index symbolic", LINEAR, [1, 3, "H", 8], _points(4), "litert", {"float_index": False}),
+    ("float index batch", LINEAR, ["N", 3, 8, 8], _points(4), "litert", {"float_index": False}),
+    ("generic int index", LINEAR, [1, 3, 8, 8], _points(4), "generic", {"float_index": False}),
+    # litert: a zero row instead of a Where (SELECT_V2 20-30x a float Mul); one Transpose
+    (
+        "slot, litert rows",
+        NEAREST_ZEROS,
+        [1, 3, 16, 16],
+        _points(64),
+        "litert",
+        {"zero_slot": True},
+    ),
+    ("litert untiled", LINEAR, [1, 2048, 16, 32], _points(1), "litert", {"tiled": False}),
     # refusals: the largest index of the chosen gather
     (
         "webnn too large",

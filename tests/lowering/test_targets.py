@@ -59,6 +59,18 @@ MUST_AVOID = {
     "tract": {"BatchNormalization"},
     "iree": set(),
     "tinygrad": set(),
+    # onnx2tf: GatherElements and GatherND become GATHER_ND over built index tables (20x
+    # slower than row Gathers), And and Mod have no fast TFLite kernel; Clip's int32 form is a
+    # Flex op.
+    "litert": {
+        "GatherND",
+        "GatherElements",
+        "And",
+        "Mod",
+        "Clip",
+        "MatMul",
+        "BatchNormalization",
+    },
 }
 
 
