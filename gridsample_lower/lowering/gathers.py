@@ -130,6 +130,11 @@ def _gather_rows(
     rows = _channels_last(em, x, r, plan.tiled)  # (N*S, C)
     flat = em.reshape(flat, [n, taps, total])
     flat_type = compute_dtype(spec) if plan.float_index else index_type
+    if plan.float_index and r == 1:
+        # A 1-D index may end in a Sub of a constant (nearest reflection: ``- 0.5``), which
+        # onnx2tf 1.29 merges with the offsets' Add into one Sub and then emits that Add too:
+        # the offsets twice, a Gather out of bounds. Its offsets are added once it is cast.
+        flat, flat_type = gather_index(em, plan, flat), index_type
     if em.x_dim(0) != 1:  # within-sample indices may be int32 where these offsets are not
         if not plan.float_index and plan.sample_type != index_type:
             flat = em.Cast(flat, to=index_type)
@@ -139,7 +144,8 @@ def _gather_rows(
         kept = em.Cast(em.reshape(inside, [n, 1, total]), to=flat_type)
         flat = where_inside(em, kept, flat, past_end)
         rows = em.Concat(rows, _zeros(em, x.dtype, [1, c]), axis=0)
-    flat = gather_index(em, plan, flat)
+    if flat_type != index_type:
+        flat = gather_index(em, plan, flat)
     y_dtype = x.dtype if weights is None else compute_dtype(spec)
     if y_dtype != x.dtype:  # cast once here, usually fewer rows than the taps gathered
         rows = em.Cast(rows, to=y_dtype)
