@@ -108,7 +108,11 @@ def interpolate(
                 index = em.clip(index, em.const(0.0, ct), last)
         else:
             positions = em.Add(floor, taps(kernel.offsets))
-            index, inside = tap_indices(em, positions, axis, spec, ct)
+            if plan.float_index and spec.padding_mode == "border":
+                # clamped once, after the float index has been made finite (flat_index)
+                index, inside = positions, None
+            else:
+                index, inside = tap_indices(em, positions, axis, spec, ct)
             if inside is not None:  # a multiply by 0 or 1 is exact, and 5x cheaper than Where
                 w = em.Mul(w, em.Cast(inside, to=ct))
         indices.append(index)
