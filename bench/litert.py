@@ -77,7 +77,7 @@ VARIANTS = ("emulation", "litert", "generic")
 # --- the package's environment: models, inputs, truth -------------------------------------
 
 
-def _cases(which: str, variants: list[str]) -> list[dict]:
+def _cases(which: str, variants: list[str], batch: int = 2) -> list[dict]:
     from gridsample_lower.spec import ALIGN_CORNERS, MODES, PADDING_MODES
 
     out = []
@@ -88,6 +88,7 @@ def _cases(which: str, variants: list[str]) -> list[dict]:
             out.append(dict(x=x, out=o, mode=mode, padding=padding, align=align, far=False))
     else:
         for x, o in CORRECT_SHAPES.values():
+            x = (batch, *x[1:])
             for mode in MODES:
                 for padding in PADDING_MODES:
                     for align in ALIGN_CORNERS:
@@ -394,6 +395,7 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=2.0, help="seconds per case and model")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--batch", type=int, default=2, help="the correct set's batch")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     directory = pathlib.Path(args.work) / args.set
@@ -404,7 +406,8 @@ def main() -> None:
         return
     if not args.litert_python:
         parser.error("--litert-python is needed (see the module's docstring)")
-    cases = [c for c in _cases(args.set, args.variants.split(",")) if args.only in c["name"]]
+    variants = args.variants.split(",")
+    cases = [c for c in _cases(args.set, variants, args.batch) if args.only in c["name"]]
     directory.mkdir(parents=True, exist_ok=True)
     _make(cases, directory, args.seed)
     command = [args.litert_python, __file__, "--serve", "--set", args.set, "--work", args.work]

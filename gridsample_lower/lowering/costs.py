@@ -41,6 +41,10 @@ SLOT_MAX_RATIO = 4  # a zero slot appended to X pays while X is at most this man
 # emulation (bench/results/litert/REPORT.md: TFLite runs int32 Min/Max/Mul with a scalar in
 # reference kernels, 10-40x slower than XNNPACK's float ones).
 FLOAT_INDEX_LIMIT = 2**24
+# Where the target broadcasts per-point weights over few channels slowly, one sample of fewer
+# channels than this is gathered from X's planes (LiteRT's Mul of (P, C) by (P, 1): 0.72 ms
+# per 50176 points with 3 channels, fast from 16: bench/results/litert/REPORT.md).
+PLANES_MAX_CHANNELS = 16
 
 # Types onnxruntime's Where takes: gathered values can be masked; for the others (int8, int16,
 # uint16, uint32, uint64, bool, bfloat16) a zero is appended to X. (int8 and uint32 only from
@@ -196,6 +200,11 @@ def by_channel_pays(sizes: Sizes, taps: int, target: Target, int64_indices: bool
     return channels < ROWS_MIN_CHANNELS and sizes.gathered_values(taps) >= BY_CHANNEL_MIN_VALUES
 
 
+def planes_pay(sizes: Sizes) -> bool:
+    """Whether one sample's few channels are gathered from X's planes rather than its rows."""
+    return sizes.channels is not None and 0 < sizes.channels < PLANES_MAX_CHANNELS
+
+
 def positions_fit_int32(spec: GridSampleSpec, sizes: Sizes) -> bool:
     """Whether every axis' tap positions fit int32 (before any are combined into a flat index).
 
@@ -312,6 +321,15 @@ STRATEGIES = [
         "targets whose integer elementwise ops are slow (litert): every index clamped, strided "
         "and offset in float32, cast once before its gather, while the largest index stays below "
         f"{_n(FLOAT_INDEX_LIMIT)} (static sizes, float32 coordinates)",
+    ),
+    Strategy(
+        "planes",
+        "True",
+        "rows summed by the chain (or nearest), one static sample of fewer than "
+        f"{PLANES_MAX_CHANNELS} channels, where the target broadcasts per-point weights over a "
+        "short innermost axis slowly (litert): each tap gathers C values from X's planes (C, S) "
+        "along the pixels, weighed broadcast over the channels; no channels-last copy, no final "
+        "Transpose",
     ),
     Strategy(
         "index_type",

@@ -127,7 +127,10 @@ def _gather_rows(
 ) -> ir.Value:
     r, n, c, taps, total = spec.rank, em.batch, em.channels, plan.taps, em.points
     index_type = plan.index_type
-    rows = _channels_last(em, x, r, plan.tiled)  # (N*S, C)
+    if plan.planes:  # one sample: gathered along its pixels, (C, S), no copy of X
+        rows = em.reshape(x, [c, em.sample_size])
+    else:
+        rows = _channels_last(em, x, r, plan.tiled)  # (N*S, C)
     flat = em.reshape(flat, [n, taps, total])
     flat_type = compute_dtype(spec) if plan.float_index else index_type
     if plan.float_index and r == 1:
@@ -143,7 +146,10 @@ def _gather_rows(
         past_end = samples_size(em, r, flat_type)
         kept = em.Cast(em.reshape(inside, [n, 1, total]), to=flat_type)
         flat = where_inside(em, kept, flat, past_end)
-        rows = em.Concat(rows, _zeros(em, x.dtype, [1, c]), axis=0)
+        if plan.planes:
+            rows = em.Concat(rows, _zeros(em, x.dtype, [c, 1]), axis=1)
+        else:
+            rows = em.Concat(rows, _zeros(em, x.dtype, [1, c]), axis=0)
     if flat_type != index_type:
         flat = gather_index(em, plan, flat)
     y_dtype = x.dtype if weights is None else compute_dtype(spec)
@@ -154,25 +160,38 @@ def _gather_rows(
     elif plan.sum == "scaled":
         y = _scaled_taps(em, rows, flat, weights, taps, total, y_dtype)
     else:
-        y = _chain_taps(em, rows, flat, weights, taps, total)
+        y = _chain_taps(em, rows, flat, weights, taps, total, plan.planes)
+    points = em.output_dims()
+    if plan.planes:  # (C, 1, P): the output's layout already
+        if plan.masks_values:
+            y = em.Where(em.reshape(inside, [1, total]), y, _zero(em, y_dtype))
+        return em.reshape(y, [1, c, *points])
     if plan.masks_values:
         y = em.Where(em.reshape(inside, [n, total, 1]), y, _zero(em, y_dtype))
     # Transposed last, straight into the output's shape: a Reshape last would copy it.
-    points = em.output_dims()
     return em.Transpose(em.reshape(y, [n, *points, c]), perm=[0, r + 1, *range(1, r + 1)])
 
 
 def _chain_taps(
-    em: Emitter, rows: ir.Value, flat: ir.Value, weights: ir.Value | None, taps: int, total: Size
+    em: Emitter,
+    rows: ir.Value,
+    flat: ir.Value,
+    weights: ir.Value | None,
+    taps: int,
+    total: Size,
+    planes: bool = False,
 ) -> ir.Value:
-    """``(N, P, C)``: one Gather per tap, weighted and summed by a chain of Adds."""
+    """``(N, P, C)``: one Gather per tap, weighted and summed by a chain of Adds.
+
+    ``planes``: ``rows`` is one sample's ``(C, S)``, gathered along its pixels: ``(C, 1, P)``.
+    """
     n = em.batch
     if weights is not None:
-        weights = em.reshape(weights, [n, taps, total, 1])
+        weights = em.reshape(weights, [n, taps, total] if planes else [n, taps, total, 1])
     y = None
     for k in range(taps):  # a chain of Adds: 10% faster than one Sum of every tap
         tap = em.index(k)
-        values = em.Gather(rows, em.Gather(flat, tap, axis=1), axis=0)  # (N, P, C)
+        values = em.Gather(rows, em.Gather(flat, tap, axis=1), axis=1 if planes else 0)
         if weights is not None:
             values = em.Mul(values, em.Gather(weights, tap, axis=1))
         y = values if y is None else em.Add(y, values)

@@ -70,6 +70,9 @@ class Plan:
         tiled: the channels-last copy is made in tiles of ``TILE`` pixels.
         float_index: every index computed in float (exact), cast to ``index_type`` once at the
             gather (targets with ``float_index_math``).
+        planes: the rows of one sample are gathered from X's planes ``(C, S)`` along its
+            pixels, C values per tap: no channels-last copy, no final Transpose, and each tap's
+            weight broadcast over the leading (channel) axis.
         empty: X has no values (a static 0 batch or channel): Y is X reshaped.
         refusal: why the target cannot take this node, or "".
     """
@@ -88,6 +91,7 @@ class Plan:
     index_type: ir.DataType
     tiled: bool
     float_index: bool = False
+    planes: bool = False
     empty: bool = False
     refusal: str = ""
     why: dict[str, str] = dataclasses.field(default_factory=dict, compare=False, repr=False)
@@ -159,6 +163,11 @@ def plan_of(
     if "tiled" in force:
         tiled = rows and bool(force.pop("tiled"))
     float_index, why["float_index"] = _choose_float_index(spec, x_shape, rows, target)
+    planes, why["planes"] = _choose_planes(spec, given, rows, combine, target)
+    if "planes" in force:
+        planes, why["planes"] = bool(force.pop("planes")) and rows and given.batch == 1, "forced"
+        planes = planes and combine in ("chain", "none")
+    tiled = tiled and not planes
     if force or combine not in SUMS[rows, spec.mode == "nearest"]:
         raise ValueError(f"cannot force {force or combine!r} with {'rows' if rows else 'elements'}")
     return Plan(
@@ -176,6 +185,7 @@ def plan_of(
         index_type=index_type,
         tiled=tiled,
         float_index=float_index,
+        planes=planes,
         empty=given.batch == 0 or given.channels == 0,
         refusal=int32_overflow(spec, given.dims, target, rows=rows),
         why=why,
@@ -284,6 +294,24 @@ def _choose_float_index(
     if largest is None or largest >= FLOAT_INDEX_LIMIT:
         return False, "sizes symbolic or past 2**24: float32 would not be exact"
     return True, f"the {target.name} target's integer ops are slow; float32 is exact below 2**24"
+
+
+def _choose_planes(
+    spec: GridSampleSpec, sizes: costs.Sizes, rows: bool, combine: str, target: Target
+) -> tuple[bool, str]:
+    """Whether one sample's rows are gathered from X's planes along its pixels (``Plan.planes``).
+
+    Where the target broadcasts a per-point weight over a short innermost axis slowly
+    (``Target.slow_inner_broadcast``), a sample of few channels (``costs.planes_pay``) gathers
+    C values per tap from ``(C, S)`` and weighs them broadcast over the leading axis.
+    """
+    if not (rows and target.slow_inner_broadcast) or combine not in ("chain", "none"):
+        return False, ""
+    if sizes.batch != 1:
+        return False, "more than one sample (or unknown): the rows span every sample"
+    if not costs.planes_pay(sizes):
+        return False, f"{sizes.channels} channels: contiguous rows gather them faster"
+    return True, f"{sizes.channels} channels of one sample: no copy of X, no transposed output"
 
 
 def _choose_float_flat(

@@ -47,6 +47,10 @@ class Target:
     # Each grid component gathered from the grid's last axis rather than after a Transpose of
     # the grid: onnx2tf rewrites a Transpose's perm when sizes coincide (batch 2, 2-D grid).
     grid_by_gather: bool = False
+    # A Mul broadcasting a per-point weight (P, 1) over few channels (P, C) runs far slower
+    # than one over a leading axis (LiteRT: outside XNNPACK's fast path below 16 channels):
+    # one sample of few channels is gathered from X's planes instead (``costs.planes_pay``).
+    slow_inner_broadcast: bool = False
 
     def __post_init__(self) -> None:
         if _takes_spec_only(self.keeps):  # written before targets could see the node
@@ -267,6 +271,7 @@ TARGETS: dict[str, Target] = {
             slow_where=True,
             tiled_copy=False,
             grid_by_gather=True,
+            slow_inner_broadcast=True,
         ),
         Target(
             "int32",
