@@ -38,6 +38,7 @@ import concurrent.futures
 import contextlib
 import hashlib
 import io
+import itertools
 import json
 import os
 import pathlib
@@ -230,10 +231,15 @@ def _check(y: np.ndarray, expected: np.ndarray, mode: str) -> tuple[str, float]:
     """'ok', 'ok (NHWC)' or 'WRONG', and the largest error (the better layout)."""
     atol = 0.0 if mode == "nearest" else 1e-4
     candidates = {"": y}
-    rank = expected.ndim - 2
     channels_last = (expected.shape[0], *expected.shape[2:], expected.shape[1])
     if y.shape == channels_last:  # the emulation keeps the channels last
         candidates[" (NHWC)"] = np.moveaxis(y, -1, 1)
+    # Where sizes coincide (C = H = W) onnx2tf may permute the axes on its own: any order
+    # that is right is reported as that layout, not as right.
+    for perm in itertools.permutations(range(1, y.ndim)):
+        order = (0, *perm)
+        if order != tuple(range(y.ndim)) and np.transpose(y, order).shape == expected.shape:
+            candidates.setdefault(f" (axes {order})", np.transpose(y, order))
     best = ("WRONG (shape)", float("inf"))
     for label, value in candidates.items():
         if value.shape != expected.shape:
@@ -245,7 +251,6 @@ def _check(y: np.ndarray, expected: np.ndarray, mode: str) -> tuple[str, float]:
         verdict = ("ok" if err <= tol and nan_ok else "WRONG") + label
         if err < best[1] or (best[0].startswith("WRONG") and verdict.startswith("ok")):
             best = (verdict, err)
-    del rank
     return best
 
 

@@ -32,9 +32,13 @@ __all__ = [
 INT64 = ir.DataType.INT64
 
 
-def per_tap(values: Sequence[float], axis: int, rank: int) -> np.ndarray:
-    """``values`` shaped ``(1, 1.., T, ..1, 1..1)``: spatial ``axis``' taps on axis 1 + axis."""
-    return np.reshape(values, [1] * (1 + axis) + [len(values)] + [1] * (2 * rank - 1 - axis))
+def per_tap(values: Sequence[float], axis: int, rank: int, points: int | None = None) -> np.ndarray:
+    """``values`` shaped ``(1, 1.., T, ..1, 1..1)``: spatial ``axis``' taps on axis 1 + axis.
+
+    ``points``: the point axes that follow the tap axes (``rank`` unless they are one).
+    """
+    points = rank if points is None else points
+    return np.reshape(values, [1] * (1 + axis) + [len(values)] + [1] * (rank - 1 - axis + points))
 
 
 def flat_index(
@@ -156,7 +160,7 @@ def _outside(em: Emitter, inside: ir.Value, past_end: ir.Value) -> ir.Value:
 def _tap_table(em: Emitter, rank: int, offsets: Sequence[float], dtype: ir.DataType) -> ir.Value:
     """``(1, T.., 1..)``: the flat offset of every tap combination, one constant when static."""
     strides = [em.stride(axis) for axis in range(rank)]
-    shaped = [per_tap(offsets, a, rank) for a in range(rank)]
+    shaped = [per_tap(offsets, a, rank, em.point_axes) for a in range(rank)]
     if all(isinstance(s, int) for s in strides):
         return em.const(sum(o * s for o, s in zip(shaped, strides, strict=True)), dtype)
     return _strided_sum(em, [em.const(o, dtype) for o in shaped], rank, dtype)

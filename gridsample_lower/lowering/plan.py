@@ -70,6 +70,8 @@ class Plan:
         tiled: the channels-last copy is made in tiles of ``TILE`` pixels.
         float_index: every index computed in float (exact), cast to ``index_type`` once at the
             gather (targets with ``float_index_math``).
+        flat_points: the per-point tensors hold the output points on one axis, ``(N, T.., P)``,
+            rather than ``(N, T.., O1..Or)`` (targets slow past ``max_fast_rank`` axes).
         planes: the rows of one sample are gathered from X's planes ``(C, S)`` along its
             pixels, C values per tap: no channels-last copy, no final Transpose, and each tap's
             weight broadcast over the leading (channel) axis.
@@ -92,6 +94,7 @@ class Plan:
     tiled: bool
     float_index: bool = False
     planes: bool = False
+    flat_points: bool = False
     empty: bool = False
     refusal: str = ""
     why: dict[str, str] = dataclasses.field(default_factory=dict, compare=False, repr=False)
@@ -168,6 +171,11 @@ def plan_of(
         planes, why["planes"] = bool(force.pop("planes")) and rows and given.batch == 1, "forced"
         planes = planes and combine in ("chain", "none")
     tiled = tiled and not planes
+    # (the grid's components are then gathered from (N, P, r): ``Target.grid_by_gather``)
+    axes = 1 + 2 * spec.rank
+    flat_points = target.grid_by_gather and 0 < target.max_fast_rank < axes
+    if flat_points:
+        why["flat_points"] = f"(N, T.., O..) has {axes} axes: past {target.name}'s fast kernels"
     if force or combine not in SUMS[rows, spec.mode == "nearest"]:
         raise ValueError(f"cannot force {force or combine!r} with {'rows' if rows else 'elements'}")
     return Plan(
@@ -186,6 +194,7 @@ def plan_of(
         tiled=tiled,
         float_index=float_index,
         planes=planes,
+        flat_points=flat_points,
         empty=given.batch == 0 or given.channels == 0,
         refusal=int32_overflow(spec, given.dims, target, rows=rows),
         why=why,

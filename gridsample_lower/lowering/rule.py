@@ -80,7 +80,15 @@ class GridSampleLowering(rewriter.RewriteRuleClassBase):
         spec = GridSampleSpec.from_node(node)
         prefix = node.name or f"GridSample({y.name})"
         plan = self.planner(spec, node, self.target)  # as the check made it
-        em = Emitter(op, prefix=prefix, x=x, grid=grid, rank=spec.rank, target=self.target)
+        em = Emitter(
+            op,
+            prefix=prefix,
+            x=x,
+            grid=grid,
+            rank=spec.rank,
+            target=self.target,
+            flat_points=plan.flat_points,
+        )
         if plan.empty:  # Y is empty too. (onnxruntime's optimizer mis-handles the general graph.)
             return em.reshape(x, [em.batch, em.channels, *em.output_dims()])
         return lookup(spec)(em, x, grid, spec, plan)

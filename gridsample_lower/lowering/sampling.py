@@ -50,8 +50,11 @@ def grid_coordinates(em: Emitter, grid: ir.Value, spec: GridSampleSpec) -> list[
         if spec.grid_dtype != ct:
             grid = em.Cast(grid, to=ct)
         taps = em.const(list(range(1, r + 1)), INT64)
+        last = r + 1
+        if em.point_axes == 1 and r > 1:  # (N, P, r): the points on one axis
+            grid, last = em.reshape(grid, [em.batch, em.points, r]), 2
         return [
-            em.Unsqueeze(em.Gather(grid, em.index(r - 1 - axis), axis=r + 1), taps)
+            em.Unsqueeze(em.Gather(grid, em.index(r - 1 - axis), axis=last), taps)
             for axis in range(r)
         ]
     planar = em.Transpose(grid, perm=[r + 1, *range(r + 1)])
@@ -78,7 +81,7 @@ class TapConstants:
         return 1 + self.axis
 
     def __call__(self, values: Sequence[float]) -> ir.Value:
-        return self.em.const(per_tap(values, self.axis, self.rank), self.dtype)
+        return self.em.const(per_tap(values, self.axis, self.rank, self.em.point_axes), self.dtype)
 
 
 def interpolate(

@@ -51,6 +51,10 @@ class Target:
     # than one over a leading axis (LiteRT: outside XNNPACK's fast path below 16 channels):
     # one sample of few channels is gathered from X's planes instead (``costs.planes_pay``).
     slow_inner_broadcast: bool = False
+    # Tensors of more than this many axes run slowly (LiteRT: its broadcasting kernels take up
+    # to 5-D, past it BROADCAST_TO and reference kernels): 3-D sampling's per-tap tensors,
+    # (N, T1, T2, T3, O1, O2, O3), keep the output points on one axis instead (0: no limit).
+    max_fast_rank: int = 0
 
     def __post_init__(self) -> None:
         if _takes_spec_only(self.keeps):  # written before targets could see the node
@@ -272,6 +276,7 @@ TARGETS: dict[str, Target] = {
             tiled_copy=False,
             grid_by_gather=True,
             slow_inner_broadcast=True,
+            max_fast_rank=5,
         ),
         Target(
             "int32",

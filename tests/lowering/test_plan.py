@@ -196,6 +196,24 @@ TABLE = [
     ("planes, batch 2", LINEAR, [2, 3, 8, 8], _points(64), "litert", {"planes": False}),
     ("planes, batch N", LINEAR, ["N", 3, 8, 8], _points(64), "litert", {"planes": False}),
     ("planes, webnn", LINEAR, [1, 3, 8, 8], _points(64), "webnn", {"planes": False}),
+    # litert: 3-D's (N, T1, T2, T3, O1, O2, O3) has 7 axes, past its max_fast_rank of 5
+    (
+        "flat points",
+        GridSampleSpec(3, "linear", "zeros", 0),
+        [1, 2, 4, 4, 4],
+        [1, 2, 2, 2, 3],
+        "litert",
+        {"flat_points": True},
+    ),
+    ("2-D points", LINEAR, [1, 3, 8, 8], _points(4), "litert", {"flat_points": False}),
+    (
+        "3-D generic",
+        GridSampleSpec(3, "linear", "zeros", 0),
+        [1, 2, 4, 4, 4],
+        [1, 2, 2, 2, 3],
+        "generic",
+        {"flat_points": False},
+    ),
     # refusals: the largest index of the chosen gather
     (
         "webnn too large",
