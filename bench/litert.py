@@ -8,8 +8,9 @@ interpreter against onnxruntime's own kernel (the numpy reference where onnxrunt
 result is marked in the table, never timed away.
 
 Two sets: ``--set bench`` (bench/run.py's shapes and configurations, timed) and ``--set
-correct`` (every mode, padding and align_corners at ranks 1-3, batch 2, small odd sizes, far
-grids; checked, not timed).
+correct`` (every mode, padding and align_corners at ranks 1-3, batch 2 or ``--batch 1``, small
+odd sizes, far grids with exact half-way points; checked, not timed). ``--variants`` may name
+forced forms too (``litert~planes=0``: the plan's ``force``), for experiments.
 
 onnx2tf pins onnx 1.19 and brings TensorFlow: it lives in its own environment, and this script
 runs in two: the package's (models, truth) and onnx2tf's (conversion, interpreter), which it

@@ -115,9 +115,14 @@ class Plan:
         parts = [self.gather if self.sum == "none" else f"{self.gather} + {self.sum}"]
         if self.ring:
             parts.append(f"ring {self.ring}")
+        if self.planes:
+            parts.append("from X's planes")
         if self.zero_slot:
             parts.append("zero slot")
-        parts.append(f"{self.index_type.name.lower()} indices")
+        if self.flat_points:
+            parts.append("points on one axis")
+        index = f"{self.index_type.name.lower()} indices"
+        parts.append(f"{index} computed in float" if self.float_index else index)
         return ", ".join(parts)
 
 
