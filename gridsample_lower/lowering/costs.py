@@ -55,6 +55,16 @@ SAMPLES_MAX_SIZE = 128
 # (bench/mnn_ncnn.py, CPU ms, lowered / native: 1x64x64x64 rows 12.8-13.5x, reads 14.2-15.9x;
 # 1x256x32x32 rows 5.9-6.8x, reads 14.8-15.4x; 32 channels at 128x128 reads 6.8-8.5x).
 READER_CUBIC_MAX_CHANNELS = 63
+# Targets with ``float_index_math`` (LiteRT) compute every gather index in float32 while the
+# largest index (the zero slot past the data) stays below this: float32 holds every integer
+# up to 2**24 exactly. 1x32x64x64 linear zeros on LiteRT: 1.38 -> 1.06 of onnx2tf's
+# emulation (bench/results/litert/REPORT.md: TFLite runs int32 Min/Max/Mul with a scalar in
+# reference kernels, 10-40x slower than XNNPACK's float ones).
+FLOAT_INDEX_LIMIT = 2**24
+# Where the target broadcasts per-point weights over few channels slowly, one sample of fewer
+# channels than this is gathered from X's planes (LiteRT's Mul of (P, C) by (P, 1): 0.72 ms
+# per 50176 points with 3 channels, fast from 16: bench/results/litert/REPORT.md).
+PLANES_MAX_CHANNELS = 16
 
 # Types onnxruntime's Where takes: gathered values can be masked; for the others (int8, int16,
 # uint16, uint32, uint64, bool, bfloat16) a zero is appended to X. (int8 and uint32 only from
@@ -226,6 +236,11 @@ def reduced_rows_pay(sizes: Sizes, taps: int) -> bool:
     return taps >= REDUCED_ROWS_MIN_TAPS and sizes.gathered_values(taps) <= TAPS_MAX_VALUES
 
 
+def planes_pay(sizes: Sizes) -> bool:
+    """Whether one sample's few channels are gathered from X's planes rather than its rows."""
+    return sizes.channels is not None and 0 < sizes.channels < PLANES_MAX_CHANNELS
+
+
 def positions_fit_int32(spec: GridSampleSpec, sizes: Sizes) -> bool:
     """Whether every axis' tap positions fit int32 (before any are combined into a flat index).
 
@@ -335,13 +350,31 @@ STRATEGIES = [
         "True",
         "nearest, zeros padding, GatherElements: masked points read a zero appended to X while "
         f"S <= {SLOT_MAX_RATIO} x P or either is unknown (else a Where masks the values); and "
-        "always for types onnxruntime's Where lacks",
+        "always for types onnxruntime's Where lacks, or where the target's Where is slow "
+        "(litert: a zero row appended to the rows)",
     ),
     Strategy(
         "tiled",
         "True",
         f"rows: the channels-last copy in tiles of {TILE} pixels where each channel's pixels "
-        f"take a multiple of {ALIASED_BYTES} bytes, up to {_n(TILED_MAX_VALUES)} values a sample",
+        f"take a multiple of {ALIASED_BYTES} bytes, up to {_n(TILED_MAX_VALUES)} values a sample; "
+        "not where the target's Transpose does not thrash (litert)",
+    ),
+    Strategy(
+        "float_index",
+        "True",
+        "targets whose integer elementwise ops are slow (litert): every index clamped, strided "
+        "and offset in float32, cast once before its gather, while the largest index stays below "
+        f"{_n(FLOAT_INDEX_LIMIT)} (static sizes, float32 coordinates)",
+    ),
+    Strategy(
+        "planes",
+        "True",
+        "rows summed by the chain (or nearest), one static sample of fewer than "
+        f"{PLANES_MAX_CHANNELS} channels, where the target broadcasts per-point weights over a "
+        "short innermost axis slowly (litert): each tap gathers C values from X's planes (C, S) "
+        "along the pixels, weighed broadcast over the channels; no channels-last copy, no final "
+        "Transpose",
     ),
     Strategy(
         "interleaved",

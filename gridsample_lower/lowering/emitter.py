@@ -40,8 +40,11 @@ class Emitter:
         grid: ir.Value,
         rank: int,
         target: Target = TARGETS["generic"],
+        flat_points: bool = False,
     ) -> None:
         self.target = target
+        # per-point tensors' point axes: O1..Or, or one (``Plan.flat_points``)
+        self.point_axes = 1 if flat_points else rank
         self._op = op
         self.name = prefix  # the GridSample's: every node it emits is named "<name>/<Op>_<k>"
         self._counter = itertools.count(1)  # shared with ``with_x`` views: names stay unique

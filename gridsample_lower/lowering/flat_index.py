@@ -20,14 +20,25 @@ from gridsample_lower.lowering.emitter import Emitter
 from gridsample_lower.lowering.plan import Plan
 from gridsample_lower.spec import GridSampleSpec, compute_dtype
 
-__all__ = ["batch_offsets", "flat_index", "per_tap", "samples_size", "where_inside"]
+__all__ = [
+    "batch_offsets",
+    "flat_index",
+    "gather_index",
+    "per_tap",
+    "samples_size",
+    "where_inside",
+]
 
 INT64 = ir.DataType.INT64
 
 
-def per_tap(values: Sequence[float], axis: int, rank: int) -> np.ndarray:
-    """``values`` shaped ``(1, 1.., T, ..1, 1..1)``: spatial ``axis``' taps on axis 1 + axis."""
-    return np.reshape(values, [1] * (1 + axis) + [len(values)] + [1] * (2 * rank - 1 - axis))
+def per_tap(values: Sequence[float], axis: int, rank: int, points: int | None = None) -> np.ndarray:
+    """``values`` shaped ``(1, 1.., T, ..1, 1..1)``: spatial ``axis``' taps on axis 1 + axis.
+
+    ``points``: the point axes that follow the tap axes (``rank`` unless they are one).
+    """
+    points = rank if points is None else points
+    return np.reshape(values, [1] * (1 + axis) + [len(values)] + [1] * (rank - 1 - axis + points))
 
 
 def flat_index(
@@ -54,6 +65,8 @@ def flat_index(
     def inside_as(dtype):  # 1 inside, else 0
         return em.once(("inside as", dtype), lambda: em.Cast(inside, to=dtype))
 
+    if plan.float_index:  # in float, exact: the gathers cast it once
+        return _float_flat(em, spec, plan, indices, inside, offsets, taps, inside_as)
     if plan.flat_in_float:
         flat = em.Cast(_strided_sum(em, indices, r, ct), to=sample_type)
         if inside is not None:
@@ -77,6 +90,33 @@ def flat_index(
         if past_end is not None:  # outside points' flat index is 0: one Add sends them to S
             flat = em.Add(flat, _outside(em, inside_as(sample_type), past_end))
     return flat if offsets is None else em.Add(flat, _tap_table(em, r, offsets, sample_type))
+
+
+def _float_flat(em, spec, plan, indices, inside, offsets, taps, inside_as) -> ir.Value:
+    """``flat_index`` in the compute type (float32), every bound applied in float.
+
+    Float Min/Max pass a NaN through (XNNPACK's do), and TFLite's Cast saturates it to
+    2**31 - 1: a NaN coordinate's indices go there and back through int32 first, which keeps
+    every finite index and puts NaN far outside, where the bounds catch it.
+    """
+    r, ct = spec.rank, compute_dtype(spec)
+
+    def finite(index):
+        return em.Cast(em.Cast(index, to=ir.DataType.INT32), to=ct)
+
+    if inside is not None:  # outside points' indices (NaN ones too) become 0
+        indices = [em.Mul(finite(index), inside_as(ct)) for index in indices]
+    elif passes_nan(spec):
+        indices = [_in_axis(em, finite(index), a, taps, ct) for a, index in enumerate(indices)]
+    flat = _strided_sum(em, indices, r, ct)
+    if plan.zero_slot and not plan.rows:
+        flat = em.Add(flat, _outside(em, inside_as(ct), em.x_size(range(2, 2 + r), ct)))
+    return flat if offsets is None else em.Add(flat, _tap_table(em, r, offsets, ct))
+
+
+def gather_index(em: Emitter, plan: Plan, flat: ir.Value) -> ir.Value:
+    """``flat`` as the gather's integer type where ``plan.float_index`` made it a float."""
+    return em.Cast(flat, to=plan.index_type) if plan.float_index else flat
 
 
 def _in_axis(
@@ -123,7 +163,7 @@ def _outside(em: Emitter, inside: ir.Value, past_end: ir.Value) -> ir.Value:
 def _tap_table(em: Emitter, rank: int, offsets: Sequence[float], dtype: ir.DataType) -> ir.Value:
     """``(1, T.., 1..)``: the flat offset of every tap combination, one constant when static."""
     strides = [em.stride(axis) for axis in range(rank)]
-    shaped = [per_tap(offsets, a, rank) for a in range(rank)]
+    shaped = [per_tap(offsets, a, rank, em.point_axes) for a in range(rank)]
     if all(isinstance(s, int) for s in strides):
         return em.const(sum(o * s for o, s in zip(shaped, strides, strict=True)), dtype)
     return _strided_sum(em, [em.const(o, dtype) for o in shaped], rank, dtype)

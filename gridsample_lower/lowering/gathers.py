@@ -19,6 +19,7 @@ from gridsample_lower.lowering.emitter import Emitter
 from gridsample_lower.lowering.flat_index import (
     batch_offsets,
     flat_index,
+    gather_index,
     samples_size,
     where_inside,
 )
@@ -73,7 +74,9 @@ def _gather_elements(
 ) -> ir.Value:
     ct, n, c = compute_dtype(spec), em.batch, em.channels
     points = em.output_dims()
-    flat = em.flatten(flat, 1, lambda: [n, em.points_times(plan.taps)])  # (N, K*P)
+    flat = em.flatten(
+        gather_index(em, plan, flat), 1, lambda: [n, em.points_times(plan.taps)]
+    )  # (N, K*P)
     if plan.sum == "by_channel":  # (weights only: they do the masking)
         return _combine_by_channel(em, x, spec, plan, flat, weights)
     data = em.flatten(x, 2, lambda: [em.planes, em.sample_size])  # (N*C, S)
@@ -144,16 +147,31 @@ def _gather_rows(
 ) -> ir.Value:
     r, n, c, taps, total = spec.rank, em.batch, em.channels, plan.taps, em.points
     index_type = plan.index_type
-    rows = _channels_last(em, x, r, plan.tiled)  # (N*S, C)
+    if plan.planes:  # one sample: gathered along its pixels, (C, S), no copy of X
+        rows = em.reshape(x, [c, em.sample_size])
+    else:
+        rows = _channels_last(em, x, r, plan.tiled)  # (N*S, C)
     flat = em.reshape(flat, [n, taps, total])
+    flat_type = compute_dtype(spec) if plan.float_index else index_type
+    if plan.float_index and r == 1:
+        # A 1-D index may end in a Sub of a constant (nearest reflection: ``- 0.5``), which
+        # onnx2tf 1.29 merges with the offsets' Add into one Sub and then emits that Add too:
+        # the offsets twice, a Gather out of bounds. Its offsets are added once it is cast.
+        flat, flat_type = gather_index(em, plan, flat), index_type
     if em.x_dim(0) != 1:  # within-sample indices may be int32 where these offsets are not
-        flat = flat if plan.sample_type == index_type else em.Cast(flat, to=index_type)
-        flat = em.Add(flat, batch_offsets(em, r, index_type))
+        if not plan.float_index and plan.sample_type != index_type:
+            flat = em.Cast(flat, to=index_type)
+        flat = em.Add(flat, batch_offsets(em, r, flat_type))
     if plan.zero_slot:
-        past_end = samples_size(em, r, index_type)
-        kept = em.Cast(em.reshape(inside, [n, 1, total]), to=index_type)
+        past_end = samples_size(em, r, flat_type)
+        kept = em.Cast(em.reshape(inside, [n, 1, total]), to=flat_type)
         flat = where_inside(em, kept, flat, past_end)
-        rows = em.Concat(rows, _zeros(em, x.dtype, [1, c]), axis=0)
+        if plan.planes:
+            rows = em.Concat(rows, _zeros(em, x.dtype, [c, 1]), axis=1)
+        else:
+            rows = em.Concat(rows, _zeros(em, x.dtype, [1, c]), axis=0)
+    if flat_type != index_type:
+        flat = gather_index(em, plan, flat)
     y_dtype = x.dtype if weights is None else compute_dtype(spec)
     if y_dtype != x.dtype:  # cast once here, usually fewer rows than the taps gathered
         rows = em.Cast(rows, to=y_dtype)
@@ -164,21 +182,32 @@ def _gather_rows(
     elif plan.sum == "scaled":
         y = _scaled_taps(em, rows, flat, weights, taps, total, y_dtype)
     else:
-        y = _chain_taps(em, rows, flat, weights, taps, total)
+        y = _chain_taps(em, rows, flat, weights, taps, total, plan.planes)
+    points = em.output_dims()
+    if plan.planes:  # (C, 1, P): the output's layout already
+        if plan.masks_values:
+            y = em.Where(em.reshape(inside, [1, total]), y, _zero(em, y_dtype))
+        return em.reshape(y, [1, c, *points])
     if plan.masks_values:
         y = em.Where(em.reshape(inside, [n, total, 1]), y, _zero(em, y_dtype))
     # Transposed last, straight into the output's shape: a Reshape last would copy it.
-    points = em.output_dims()
     return em.Transpose(em.reshape(y, [n, *points, c]), perm=[0, r + 1, *range(1, r + 1)])
 
 
 def _chain_taps(
-    em: Emitter, rows: ir.Value, flat: ir.Value, weights: ir.Value | None, taps: int, total: Size
+    em: Emitter,
+    rows: ir.Value,
+    flat: ir.Value,
+    weights: ir.Value | None,
+    taps: int,
+    total: Size,
+    planes: bool = False,
 ) -> ir.Value:
     """``(N, P, C)``: one Gather per tap, weighted and summed by a chain of Adds.
 
     ``weights`` may be each axis' apart (``plan.interleaved``): each tap is then multiplied
-    by its taps' weight on every axis, in one region with the sum.
+    by its taps' weight on every axis, in one region with the sum. ``planes``: ``rows`` is one
+    sample's ``(C, S)``, gathered along its pixels: ``(C, 1, P)``.
     """
     n = em.batch
     apart = isinstance(weights, list)
@@ -190,11 +219,11 @@ def _chain_taps(
             for pair in parts
         ]
     elif weights is not None:
-        weights = em.reshape(weights, [n, taps, total, 1])
+        weights = em.reshape(weights, [n, taps, total] if planes else [n, taps, total, 1])
     y = None
     for k in range(taps):  # a chain of Adds: 10% faster than one Sum of every tap
         tap = em.index(k)
-        values = em.Gather(rows, em.Gather(flat, tap, axis=1), axis=0)  # (N, P, C)
+        values = em.Gather(rows, em.Gather(flat, tap, axis=1), axis=1 if planes else 0)
         if apart:  # tap k is (t_0, .., t_r-1), the last axis' tap innermost
             for a, w in enumerate(axis_weights):
                 values = em.Mul(values, w[k // per_axis ** (len(parts) - 1 - a) % per_axis])

@@ -19,11 +19,17 @@ from collections.abc import Mapping, Sequence
 import onnx_ir as ir
 
 from gridsample_lower.lowering import costs
-from gridsample_lower.lowering.costs import PAD_TYPES, SLOT_MAX_RATIO, WHERE_TYPES
+from gridsample_lower.lowering.costs import (
+    FLOAT_INDEX_LIMIT,
+    PAD_TYPES,
+    SLOT_MAX_RATIO,
+    WHERE_TYPES,
+)
 from gridsample_lower.lowering.index_range import (
     INT32_LIMIT,
     TAPS_PER_AXIS,
     int32_overflow,
+    largest_index,
     ring_width,
 )
 from gridsample_lower.lowering.targets import Target
@@ -65,6 +71,13 @@ class Plan:
         interleaved: the coordinates are computed on the grid as it is, ``(N, O.., r)``, in
             elementwise regions that end in small integers and weights, each axis' weights
             kept apart (bfloat16-safe: ``_choose_interleaved``); else planar, axis by axis.
+        float_index: every index computed in float (exact), cast to ``index_type`` once at the
+            gather (targets with ``float_index_math``).
+        flat_points: the per-point tensors hold the output points on one axis, ``(N, T.., P)``,
+            rather than ``(N, T.., O1..Or)`` (targets slow past ``max_fast_rank`` axes).
+        planes: the rows of one sample are gathered from X's planes ``(C, S)`` along its
+            pixels, C values per tap: no channels-last copy, no final Transpose, and each tap's
+            weight broadcast over the leading (channel) axis.
         empty: X has no values (a static 0 batch or channel): Y is X reshaped.
         reader: "" (the gathers above), or the target's own GridSample reads the taps
             (``native_taps``): "centres" (nearest at pixel centres) or "samples" (linear
@@ -86,6 +99,9 @@ class Plan:
     index_type: ir.DataType
     tiled: bool
     interleaved: bool = False
+    float_index: bool = False
+    planes: bool = False
+    flat_points: bool = False
     empty: bool = False
     refusal: str = ""
     reader: str = ""
@@ -111,9 +127,14 @@ class Plan:
         parts = [self.gather if self.sum == "none" else f"{self.gather} + {self.sum}"]
         if self.ring:
             parts.append(f"ring {self.ring}")
+        if self.planes:
+            parts.append("from X's planes")
         if self.zero_slot:
             parts.append("zero slot")
-        parts.append(f"{self.index_type.name.lower()} indices")
+        if self.flat_points:
+            parts.append("points on one axis")
+        index = f"{self.index_type.name.lower()} indices"
+        parts.append(f"{index} computed in float" if self.float_index else index)
         return ", ".join(parts)
 
 
@@ -170,7 +191,7 @@ def plan_of(
                 "stored in bfloat16; one Gather, one ReduceSum"
             ),
         )
-    tiled = rows and costs.tiled_pays(spec, gathered)
+    tiled = rows and target.tiled_copy and costs.tiled_pays(spec, gathered)
     if "sum" in force:
         combine, why["sum"] = str(force.pop("sum")), "forced"
     if "tiled" in force:
@@ -185,6 +206,17 @@ def plan_of(
     reader, why["reader"] = _choose_reader(spec, given, target)
     if "reader" in force:
         reader, why["reader"] = str(force.pop("reader")), "forced"
+    float_index, why["float_index"] = _choose_float_index(spec, x_shape, rows, target)
+    planes, why["planes"] = _choose_planes(spec, given, rows, combine, target)
+    if "planes" in force:
+        planes, why["planes"] = bool(force.pop("planes")) and rows and given.batch == 1, "forced"
+        planes = planes and combine in ("chain", "none")
+    tiled = tiled and not planes
+    # (the grid's components are then gathered from (N, P, r): ``Target.grid_by_gather``)
+    axes = 1 + 2 * spec.rank
+    flat_points = target.grid_by_gather and 0 < target.max_fast_rank < axes
+    if flat_points:
+        why["flat_points"] = f"(N, T.., O..) has {axes} axes: past {target.name}'s fast kernels"
     if force or combine not in SUMS[rows, spec.mode == "nearest"]:
         raise ValueError(f"cannot force {force or combine!r} with {'rows' if rows else 'elements'}")
     refusal = int32_overflow(spec, given.dims, target, rows=rows)
@@ -204,6 +236,9 @@ def plan_of(
         sample_type=sample_type,
         index_type=index_type,
         tiled=tiled,
+        float_index=float_index,
+        planes=planes,
+        flat_points=flat_points,
         empty=given.batch == 0 or given.channels == 0,
         refusal=refusal,
         interleaved=interleaved,
@@ -331,6 +366,8 @@ def _choose_zero_slot(
         return True, f"onnxruntime's Where has no {spec.x_dtype.name.lower()}"
     if not target.allows("Pad"):
         return False, f"the {target.name} target appends nothing to X: a Where masks the values"
+    if target.slow_where:
+        return True, f"the {target.name} target's Where costs more than a copy of X"
     if rows:
         return False, "appending a row would copy the channels-last copy again"
     if sizes.spatial is None or sizes.points is None:
@@ -338,6 +375,44 @@ def _choose_zero_slot(
     if sizes.spatial <= SLOT_MAX_RATIO * sizes.points:
         return True, f"X is at most {SLOT_MAX_RATIO}x the points: a copy beats a Where"
     return False, f"X is over {SLOT_MAX_RATIO}x the points: a Where beats a copy"
+
+
+def _choose_float_index(
+    spec: GridSampleSpec, x_shape: Sequence | None, rows: bool, target: Target
+) -> tuple[bool, str]:
+    """Whether every index is computed in float and cast once (``Target.float_index_math``).
+
+    Exact while the largest index (the zero slot past the data) is below FLOAT_INDEX_LIMIT;
+    symbolic sizes, float64 coordinates and larger X take the integer path.
+    """
+    if not target.float_index_math:
+        return False, ""
+    if compute_dtype(spec) != ir.DataType.FLOAT:
+        return False, "float64 coordinates: the integer path"
+    largest = largest_index(spec, x_shape, rows=rows)
+    if rows and (x_shape is None or not isinstance(x_shape[0], int)):
+        largest = None  # the rows' indices span every sample
+    if largest is None or largest >= FLOAT_INDEX_LIMIT:
+        return False, "sizes symbolic or past 2**24: float32 would not be exact"
+    return True, f"the {target.name} target's integer ops are slow; float32 is exact below 2**24"
+
+
+def _choose_planes(
+    spec: GridSampleSpec, sizes: costs.Sizes, rows: bool, combine: str, target: Target
+) -> tuple[bool, str]:
+    """Whether one sample's rows are gathered from X's planes along its pixels (``Plan.planes``).
+
+    Where the target broadcasts a per-point weight over a short innermost axis slowly
+    (``Target.slow_inner_broadcast``), a sample of few channels (``costs.planes_pay``) gathers
+    C values per tap from ``(C, S)`` and weighs them broadcast over the leading axis.
+    """
+    if not (rows and target.slow_inner_broadcast) or combine not in ("chain", "none"):
+        return False, ""
+    if sizes.batch != 1:
+        return False, "more than one sample (or unknown): the rows span every sample"
+    if not costs.planes_pay(sizes):
+        return False, f"{sizes.channels} channels: contiguous rows gather them faster"
+    return True, f"{sizes.channels} channels of one sample: no copy of X, no transposed output"
 
 
 def _choose_float_flat(

@@ -63,7 +63,15 @@ def decompose(
     x, grid = node.inputs[:2]
     prefix = node.name or f"GridSample({node.outputs[0].name})"
     plan = planner(spec, node, target)  # as the rule's check made it
-    em = Emitter(builder, prefix=prefix, x=x, grid=grid, rank=spec.rank, target=target)
+    em = Emitter(
+        builder,
+        prefix=prefix,
+        x=x,
+        grid=grid,
+        rank=spec.rank,
+        target=target,
+        flat_points=plan.flat_points,
+    )
     if plan.empty:  # Y is empty too. (onnxruntime's optimizer mis-handles the general graph.)
         return em.reshape(x, [em.batch, em.channels, *em.output_dims()])
     if plan.reader:  # the target's own GridSample reads the taps

@@ -52,6 +52,17 @@ def grid_coordinates(em: Emitter, grid: ir.Value, spec: GridSampleSpec) -> list[
     The grid lists coordinates innermost-first (x = width first), so axis i reads component r-1-i.
     """
     r, ct = spec.rank, compute_dtype(spec)
+    if em.target.grid_by_gather:  # (N, O..) per component, then (N, 1..1, O..)
+        if spec.grid_dtype != ct:
+            grid = em.Cast(grid, to=ct)
+        taps = em.const(list(range(1, r + 1)), INT64)
+        last = r + 1
+        if em.point_axes == 1 and r > 1:  # (N, P, r): the points on one axis
+            grid, last = em.reshape(grid, [em.batch, em.points, r]), 2
+        return [
+            em.Unsqueeze(em.Gather(grid, em.index(r - 1 - axis), axis=last), taps)
+            for axis in range(r)
+        ]
     planar = em.Transpose(grid, perm=[r + 1, *range(r + 1)])
     if spec.grid_dtype != ct:
         planar = em.Cast(planar, to=ct)
@@ -76,7 +87,7 @@ class TapConstants:
         return 1 + self.axis
 
     def __call__(self, values: Sequence[float]) -> ir.Value:
-        return self.em.const(per_tap(values, self.axis, self.rank), self.dtype)
+        return self.em.const(per_tap(values, self.axis, self.rank, self.em.point_axes), self.dtype)
 
 
 def interpolate(
@@ -108,7 +119,11 @@ def interpolate(
                 index = em.clip(index, em.const(0.0, ct), last)
         else:
             positions = em.Add(floor, taps(kernel.offsets))
-            index, inside = tap_indices(em, positions, axis, spec, ct)
+            if plan.float_index and spec.padding_mode == "border":
+                # clamped once, after the float index has been made finite (flat_index)
+                index, inside = positions, None
+            else:
+                index, inside = tap_indices(em, positions, axis, spec, ct)
             if inside is not None:  # a multiply by 0 or 1 is exact, and 5x cheaper than Where
                 w = em.Mul(w, em.Cast(inside, to=ct))
         indices.append(index)

@@ -52,6 +52,27 @@ class Target:
     # A compiler that fuses chains of elementwise ops into one loop (TVM): the rows are chosen
     # by ``costs.rows_pay``'s rule for fused targets, not onnxruntime's thresholds.
     fuses: bool = False
+    # Index arithmetic in float (exact: static sizes below 2**24), each flat index cast once:
+    # for runtimes whose integer elementwise ops are slow (LiteRT runs float Min/Max/Mul/Add
+    # in XNNPACK, int32 ones with a broadcast scalar 10-40x slower in its reference kernels).
+    float_index_math: bool = False
+    # Where runs far slower than arithmetic (LiteRT's SELECT_V2: 20-30 ns an element, a float
+    # Mul 1): nearest's outside points read a zero slot appended to X, never a masking Where.
+    slow_where: bool = False
+    # The channels-last copy may be made in tiles where one Transpose thrashes onnxruntime's
+    # caches (costs.tiled_pays); LiteRT's TRANSPOSE does not thrash, and copies each tile twice.
+    tiled_copy: bool = True
+    # Each grid component gathered from the grid's last axis rather than after a Transpose of
+    # the grid: onnx2tf rewrites a Transpose's perm when sizes coincide (batch 2, 2-D grid).
+    grid_by_gather: bool = False
+    # A Mul broadcasting a per-point weight (P, 1) over few channels (P, C) runs far slower
+    # than one over a leading axis (LiteRT: outside XNNPACK's fast path below 16 channels):
+    # one sample of few channels is gathered from X's planes instead (``costs.planes_pay``).
+    slow_inner_broadcast: bool = False
+    # Tensors of more than this many axes run slowly (LiteRT: its broadcasting kernels take up
+    # to 5-D, past it BROADCAST_TO and reference kernels): 3-D sampling's per-tap tensors,
+    # (N, T1, T2, T3, O1, O2, O3), keep the output points on one axis instead (0: no limit).
+    max_fast_rank: int = 0
 
     def __post_init__(self) -> None:
         if _takes_spec_only(self.keeps):  # written before targets could see the node
@@ -347,6 +368,26 @@ TARGETS: dict[str, Target] = {
             "tinygrad (no GridSample): row Gathers of X unpadded (a Pad before a gather "
             "makes it a one-hot sum over every pixel there, 500x slower)",
             avoids=ONNXRUNTIME_ONLY | {"Pad", "GatherElements"},
+        ),
+        Target(
+            "litert",
+            "LiteRT via onnx2tf: lower everything (onnx2tf's emulation is wrong for cubic), "
+            "row Gathers with int32 indices computed in float32, no Where for nearest's mask; "
+            "no GatherND, GatherElements, And, Mod, Clip or MatMul",
+            # onnx2tf turns GatherElements into GATHER_ND over a built coordinate table (13-20x
+            # slower), int32 Max(x, 0) into RELU, which TFLite lacks for int32 (a Flex op);
+            # int32 Min/Max/Mul with a scalar run outside XNNPACK, 10-40x slower than float;
+            # MatMul sums 1.1-5.9x slower than the chain (bench/results/litert/REPORT.md).
+            # Round stays: TFLite's ROUND is ties-to-even, Floor-based rounding 2 SELECT_V2.
+            avoids=ONNXRUNTIME_ONLY
+            | frozenset({"GatherND", "GatherElements", "And", "Mod", "Clip"}),
+            index_dtype=ir.DataType.INT32,
+            float_index_math=True,
+            slow_where=True,
+            tiled_copy=False,
+            grid_by_gather=True,
+            slow_inner_broadcast=True,
+            max_fast_rank=5,
         ),
         Target(
             "int32",

@@ -16,6 +16,7 @@ import pytest
 from conftest import assert_close, make_grid, oracle, run_ort, spec_model
 from onnxscript import rewriter
 
+from gridsample_lower.check.reference import grid_sample
 from gridsample_lower.lowering import costs
 from gridsample_lower.lowering.plan import plan_of
 from gridsample_lower.lowering.rule import GridSampleLowering
@@ -215,6 +216,47 @@ TABLE = [
         "generic",
         {"position_type": INT64},
     ),
+    # litert: indices in float32 while the largest (N x the padded S, rows) is exact there;
+    # FLOAT_INDEX_LIMIT = 2**24
+    ("float index", LINEAR_ZEROS, [1, 3, 4093, 4094], _points(4), "litert", {"float_index": True}),
+    ("2**24 index", LINEAR_ZEROS, [1, 3, 4094, 4094], _points(4), "litert", {"float_index": False}),
+    ("float index symbolic", LINEAR, [1, 3, "H", 8], _points(4), "litert", {"float_index": False}),
+    ("float index batch", LINEAR, ["N", 3, 8, 8], _points(4), "litert", {"float_index": False}),
+    ("generic int index", LINEAR, [1, 3, 8, 8], _points(4), "generic", {"float_index": False}),
+    # litert: a zero row instead of a Where (SELECT_V2 20-30x a float Mul); one Transpose
+    (
+        "slot, litert rows",
+        NEAREST_ZEROS,
+        [1, 3, 16, 16],
+        _points(64),
+        "litert",
+        {"zero_slot": True},
+    ),
+    ("litert untiled", LINEAR, [1, 2048, 16, 32], _points(1), "litert", {"tiled": False}),
+    # litert, one sample, PLANES_MAX_CHANNELS = 16: gathered from its planes below it
+    ("planes", LINEAR, [1, 15, 8, 8], _points(64), "litert", {"planes": True, "tiled": False}),
+    ("16 channels", LINEAR, [1, 16, 8, 8], _points(64), "litert", {"planes": False}),
+    ("planes, batch 2", LINEAR, [2, 3, 8, 8], _points(64), "litert", {"planes": False}),
+    ("planes, batch N", LINEAR, ["N", 3, 8, 8], _points(64), "litert", {"planes": False}),
+    ("planes, webnn", LINEAR, [1, 3, 8, 8], _points(64), "webnn", {"planes": False}),
+    # litert: 3-D's (N, T1, T2, T3, O1, O2, O3) has 7 axes, past its max_fast_rank of 5
+    (
+        "flat points",
+        GridSampleSpec(3, "linear", "zeros", 0),
+        [1, 2, 4, 4, 4],
+        [1, 2, 2, 2, 3],
+        "litert",
+        {"flat_points": True},
+    ),
+    ("2-D points", LINEAR, [1, 3, 8, 8], _points(4), "litert", {"flat_points": False}),
+    (
+        "3-D generic",
+        GridSampleSpec(3, "linear", "zeros", 0),
+        [1, 2, 4, 4, 4],
+        [1, 2, 2, 2, 3],
+        "generic",
+        {"flat_points": False},
+    ),
     # refusals: the largest index of the chosen gather
     (
         "webnn too large",
@@ -338,3 +380,33 @@ def test_every_forced_form_matches_the_oracle(spec, form, target, rng):
     lowered = rewriter.rewrite(model, [rule])
     assert all(node.op_type != "GridSample" for node in lowered.graph.node)
     assert_close(run_ort(lowered, {"X": x, "grid": grid}), oracle(spec, x, grid), spec.mode)
+
+
+PLANE_SPECS = [
+    GridSampleSpec(r, m, p, a)
+    for r in (1, 2, 3)
+    for m in ("linear", "cubic", "nearest")
+    for p in ("zeros", "border", "reflection")
+    for a in (0, 1)
+    if r == 2 or a == 0
+]
+
+
+@pytest.mark.parametrize("spec", PLANE_SPECS, ids=lambda s: s.label.replace(" ", "-"))
+@pytest.mark.parametrize("target", ["litert", "generic"])
+def test_rows_from_planes_match_the_oracle(spec, target, rng):
+    """One sample gathered from X's planes (``Plan.planes``), forced: far grids, NaN and
+    infinite grid values and pixels, float and integer index arithmetic; no Transpose left."""
+    x = rng.standard_normal((1, 3, *[5, 4, 6][: spec.rank])).astype(np.float32)
+    x.reshape(-1)[[5, 13]] = [np.inf, -np.inf]
+    grid = make_grid(rng, (1, *[3, 4, 2][: spec.rank], spec.rank), far=True)
+    grid.reshape(-1)[:3] = [np.nan, np.inf, -np.inf]
+    force = {"gather": "rows", "planes": True}
+    plan = plan_of(spec, list(x.shape), list(grid.shape), get_target(target), force=dict(force))
+    assert plan.planes
+    rule = GridSampleLowering.rule(target=target, planner=_forced(force))
+    lowered = rewriter.rewrite(spec_model(spec, x, grid), [rule])
+    if target == "litert":  # the grid is read by Gather, X as it is: nothing to transpose
+        assert "Transpose" not in {node.op_type for node in lowered.graph.node}
+    expected = grid_sample(x, grid, spec.mode, spec.padding_mode, spec.align_corners)
+    assert_close(run_ort(lowered, {"X": x, "grid": grid}), expected, spec.mode)

@@ -91,6 +91,18 @@ MUST_AVOID = {
     # TVM 0.27's relax importer cannot reduce a shape (ReduceProd of a ShapeExpr), and sizes a
     # Range up to a symbolic size by a symbol of its own.
     "tvm": {"ReduceProd", "Range"},
+    # onnx2tf: GatherElements and GatherND become GATHER_ND over built index tables (20x
+    # slower than row Gathers), And and Mod have no fast TFLite kernel; Clip's int32 form is a
+    # Flex op.
+    "litert": {
+        "GatherND",
+        "GatherElements",
+        "And",
+        "Mod",
+        "Clip",
+        "MatMul",
+        "BatchNormalization",
+    },
 }
 
 
