@@ -83,9 +83,9 @@ def read_by_native(
     # The weights broadcast over C, the outermost axis where N is 1 (MNN loops over the others).
     single = em.x_dim(0) == 1 and not em.target.reads_only  # (pnnx: axis 0 is the batch)
     flat, across = (
-        ([c, taps * points], [1, taps * points])
+        ([c, em.points_times(taps)], [1, em.points_times(taps)])
         if single
-        else ([n, c, taps * points], [n, 1, taps * points])
+        else ([n, c, em.points_times(taps)], [n, 1, em.points_times(taps)])
     )
     values = em.Mul(em.reshape(values, flat), em.reshape(weights, across))
     values = em.reshape(values, [n, c, taps, points])
@@ -268,7 +268,12 @@ def _normalized(em: Emitter, at: ir.Value, size: int, ct) -> ir.Value:
 
 
 def _native(em: Emitter, x, grid, mode: str, padding: str) -> ir.Value:
-    y = em.op("GridSample", x, grid, mode=mode, padding_mode=padding, align_corners=0)
+    """The target's own GridSample; linear as the default mode, spelled alike at every opset.
+
+    (``mode="linear"`` is opset 20's spelling: GridSample-16 models need ``bilinear``.)
+    """
+    spelled = {} if mode == "linear" else {"mode": mode}
+    y = em.op("GridSample", x, grid, padding_mode=padding, align_corners=0, **spelled)
     y.producer().metadata_props[READER_KEY] = "1"
     return y
 
@@ -311,7 +316,7 @@ def _read_2d(em: Emitter, x, positions, counts, sizes, spec: GridSampleSpec, rea
         mode = "nearest" if reader == "centres" else "linear"
         padding = "zeros" if spec.padding_mode == "zeros" else "border"
         return _native(em, view, grid, mode, padding)  # (N, C, K, P)
-    column = [n, taps * points, 1]  # (pnnx leaves a MatMul of (1, 1, P, 1) unconverted)
+    column = [n, em.points_times(taps), 1]  # (pnnx leaves a MatMul of (1, 1, P, 1) unconverted)
     grid = em.MatMul(em.reshape(gx, column), em.const([[1.0, 0.0]], ct))
     if gy is not None:
         grid = em.Add(grid, em.MatMul(em.reshape(gy, column), em.const([[0.0, 1.0]], ct)))

@@ -269,9 +269,12 @@ def _choose_reader(spec: GridSampleSpec, sizes: costs.Sizes, target: Target) -> 
         return "", ""
     if spec.rank not in ranks:
         return "", f"rank {spec.rank}: its GridSample reads ranks {sorted(ranks)} only"
-    float_x = spec.x_dtype in (ir.DataType.FLOAT, ir.DataType.DOUBLE)
-    if not float_x or compute_dtype(spec) != spec.x_dtype:
-        return "", f"{spec.x_dtype.name.lower()} X: its GridSample reads float32 or float64 X"
+    x_type = spec.x_dtype.name.lower()
+    if spec.x_dtype not in (ir.DataType.FLOAT, ir.DataType.DOUBLE):
+        return "", f"{x_type} X: its GridSample reads float32 or float64 X"
+    if compute_dtype(spec) != spec.x_dtype:
+        grid_type = spec.grid_dtype.name.lower()
+        return "", f"a {grid_type} grid on {x_type} X: its GridSample would sample in {x_type}"
     if spec.grid_dtype != spec.x_dtype and not target.allows("Cast"):
         return "", "a grid of another type than X would need a Cast"
     if any(d is None for d in sizes.dims[2:]):

@@ -125,3 +125,17 @@ def test_readers_are_lowered_again_by_other_targets(rng):
     grid = make_grid(rng, (2, 3, 4, 2), far=True)
     expected = grid_sample(x, grid, spec.mode, spec.padding_mode, spec.align_corners)
     assert_close(run_ort(generic, {"X": x, "grid": grid}), expected.astype(np.float32), "cubic")
+
+
+@pytest.mark.parametrize("target", ["mnn", "ncnn"])
+@pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
+def test_readers_are_spelled_for_the_models_opset(target, mode, rng):
+    """A GridSample-16 model (bilinear, bicubic) gets readers it can hold: onnxruntime's kernel
+    refuses ``linear`` at opsets 16-19 (TorchScript's GLM-4V embedding at opset 17 did)."""
+    model = gridsample_model([1, 2, 7, 5], [1, 3, 4, 2], mode, "reflection", 0, opset=17)
+    lowered = lower(model, target=target, lower_all=True)
+    assert "GridSample" in {n.op_type for n in lowered.graph.node}  # the readers
+    x = rng.standard_normal((1, 2, 7, 5)).astype(np.float32)
+    grid = make_grid(rng, (1, 3, 4, 2))
+    feeds = {"X": x, "grid": grid}
+    assert_close(run_ort(lowered, feeds), run_ort(model, feeds), mode)
