@@ -50,15 +50,8 @@ import sys
 import time
 
 import numpy as np
+from shapes import SHAPE_3D, SHAPES_2D  # (bench/ is on the path)
 
-SHAPES_2D = [  # bench/run.py's (X, output spatial)
-    ((1, 3, 224, 224), (224, 224)),
-    ((1, 64, 64, 64), (64, 64)),
-    ((1, 256, 32, 32), (32, 32)),
-    ((8, 32, 64, 64), (64, 64)),
-    ((1, 32, 128, 128), (1, 4096)),
-]
-SHAPE_3D = ((1, 16, 24, 24, 24), (24, 24, 24))
 CONFIGS_2D = [
     ("linear", "zeros", 0),
     ("linear", "zeros", 1),

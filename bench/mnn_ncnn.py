@@ -32,6 +32,7 @@ import sys
 import time
 
 import numpy as np
+from shapes import SHAPE_3D, SHAPES_2D  # (bench/ is on the path)
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -39,14 +40,6 @@ sys.path.insert(0, str(HERE.parent))
 
 MODES, PADDINGS = ("linear", "nearest", "cubic"), ("zeros", "border", "reflection")
 CHECK_IN, CHECK_OUT = [16, 20, 9], [12, 14, 7]  # H != W, not powers of two
-SHAPES_2D = [  # bench/run.py's
-    ((1, 3, 224, 224), (224, 224)),
-    ((1, 64, 64, 64), (64, 64)),
-    ((1, 256, 32, 32), (32, 32)),
-    ((8, 32, 64, 64), (64, 64)),
-    ((1, 32, 128, 128), (1, 4096)),
-]
-SHAPE_3D = ((1, 16, 24, 24, 24), (24, 24, 24))
 CONFIGS_2D = [
     ("linear", "zeros", 0),
     ("linear", "zeros", 1),

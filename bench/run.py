@@ -24,20 +24,13 @@ import time
 import numpy as np
 import onnx
 import onnxruntime as ort
+from shapes import SHAPE_3D, SHAPES_2D  # (bench/ is on the path)
 
 from gridsample_lower import lower
 from gridsample_lower.check.tolerances import tolerance
 from gridsample_lower.models import gridsample_model
 from gridsample_lower.spec import ALIGN_CORNERS, MODES, PADDING_MODES
 
-SHAPES_2D = [  # (N, C, H, W), output (H_out, W_out)
-    ((1, 3, 224, 224), (224, 224)),
-    ((1, 64, 64, 64), (64, 64)),
-    ((1, 256, 32, 32), (32, 32)),
-    ((8, 32, 64, 64), (64, 64)),
-    ((1, 32, 128, 128), (1, 4096)),
-]
-SHAPE_3D = ((1, 16, 24, 24, 24), (24, 24, 24))
 CONFIGS_2D = [  # (mode, padding, align_corners)
     ("linear", "zeros", 0),
     ("linear", "zeros", 1),

@@ -23,19 +23,13 @@ import time
 
 import numpy as np
 import onnxruntime as ort
+from shapes import SHAPE_3D, SHAPES_2D  # (bench/ is on the path)
 
 from gridsample_lower import lower
 from gridsample_lower.check.tolerances import tolerance
 from gridsample_lower.models import gridsample_model
 
-SHAPES = [  # (X, output spatial): bench/run.py's
-    ((1, 3, 224, 224), (224, 224)),
-    ((1, 64, 64, 64), (64, 64)),
-    ((1, 256, 32, 32), (32, 32)),
-    ((8, 32, 64, 64), (64, 64)),
-    ((1, 32, 128, 128), (1, 4096)),
-    ((1, 16, 24, 24, 24), (24, 24, 24)),
-]
+SHAPES = [*SHAPES_2D, SHAPE_3D]  # (X, output spatial)
 CONFIGS = [
     ("linear", "zeros", 0),
     ("linear", "border", 1),

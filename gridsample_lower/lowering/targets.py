@@ -225,29 +225,13 @@ def _grid_folds(spec: GridSampleSpec, node: ir.Node | None) -> bool:
         return False
 
 
-def _mnn_keeps(spec: GridSampleSpec, node: ir.Node | None = None) -> bool:
-    """What MNN 3.6.1's own GridSample computes right: linear, zeros or border, 2-D and 3-D.
+def _linear_zeros_border(spec: GridSampleSpec, node: ir.Node | None = None) -> bool:
+    """What MNN 3.6.1's and ncnn's own GridSample compute right: 2-D, 3-D linear, zeros, border.
 
-    Measured against onnxruntime (bench/mnn_ncnn.py): cubic comes out bilinear; reflection
-    folds only once (right only for grids in [-1, 1]); nearest rounds ties away from zero;
-    1-D (3-D tensors) fails at resize and crashes.
-    """
-    return (
-        spec.rank in (2, 3)
-        and spec.x_dtype == ir.DataType.FLOAT
-        and spec.grid_dtype == ir.DataType.FLOAT
-        and spec.mode == "linear"
-        and spec.padding_mode in ("zeros", "border")
-    )
-
-
-def _ncnn_keeps(spec: GridSampleSpec, node: ir.Node | None = None) -> bool:
-    """What ncnn's GridSample, converted by pnnx, computes right: linear, zeros or border.
-
-    2-D and 3-D (bench/mnn_ncnn.py; pnnx cannot convert 1-D).
-    pnnx maps ONNX's ``cubic`` to ncnn's default, bilinear (only ``bicubic`` is mapped);
-    nearest rounds ties away from zero; reflection was right for grids in [-3, 3], but its
-    kernel folds a coordinate once, so it is lowered (folded here, 2-3x the kernel's time).
+    Float32 X and grid (bench/mnn_ncnn.py, against onnxruntime). Both compute cubic as bilinear
+    (pnnx maps ONNX's ``cubic`` to ncnn's default), round nearest's ties away from zero and
+    fold reflection once (MNN: right only for grids in [-1, 1]; ncnn was right for grids in
+    [-3, 3], but is lowered too); MNN's 1-D crashes and pnnx cannot convert 1-D.
     """
     return (
         spec.rank in (2, 3)
@@ -405,7 +389,7 @@ TARGETS: dict[str, Target] = {
             # readers copy by Slice, Expand and Concat (its MatMuls there are loops).
             avoids=ONNXRUNTIME_ONLY | {"GatherElements", "Round"},
             index_dtype=ir.DataType.INT32,
-            keeps=_mnn_keeps,
+            keeps=_linear_zeros_border,
             centre_reader_ranks=frozenset({1, 2, 3}),
             sample_reader_ranks=frozenset({1, 2, 3}),
         ),
@@ -415,7 +399,7 @@ TARGETS: dict[str, Target] = {
             "the rest read by ncnn's own GridSample (no Gather, comparison, Where or Cast), "
             "float32 and static sizes, ranks 1-3",
             avoids=CONSTANT_PARAMETERS | NCNN_UNMAPPED,
-            keeps=_ncnn_keeps,
+            keeps=_linear_zeros_border,
             centre_reader_ranks=frozenset({1, 2, 3}),
             sample_reader_ranks=frozenset({1, 2}),  # (3-D: 5-D values; it reads centres)
             reads_only=True,

@@ -114,7 +114,7 @@ def _readers_only_as_planned(model: onnx.ModelProto, target: Target) -> None:
             continue
         assert target.centre_reader_ranks, (target.name, "kept a GridSample")
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-        assert attrs["mode"] in (b"nearest", b"linear"), attrs
+        assert attrs.get("mode", b"linear") in (b"nearest", b"linear"), attrs  # (the default)
         assert attrs["padding_mode"] in (b"zeros", b"border"), attrs
         assert attrs["align_corners"] == 0, attrs
 
