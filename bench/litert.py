@@ -50,16 +50,8 @@ import sys
 import time
 
 import numpy as np
-from shapes import SHAPE_3D, SHAPES_2D  # (bench/ is on the path)
+from common import CONFIGS_2D, SHAPE_3D, SHAPES_2D  # (bench/ is on the path)
 
-CONFIGS_2D = [
-    ("linear", "zeros", 0),
-    ("linear", "zeros", 1),
-    ("nearest", "zeros", 0),
-    ("linear", "border", 0),
-    ("linear", "reflection", 0),
-    ("cubic", "zeros", 0),
-]
 CONFIGS_3D = [("linear", "zeros", 0), ("nearest", "zeros", 0), ("linear", "border", 0)]
 CORRECT_SHAPES = {  # batch 2, odd sizes, H != W; 1-D nearest reflection of the old failure
     1: ((2, 3, 9), (7,)),

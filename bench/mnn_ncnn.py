@@ -32,7 +32,8 @@ import sys
 import time
 
 import numpy as np
-from shapes import SHAPE_3D, SHAPES_2D  # (bench/ is on the path)
+from common import CONFIGS_2D as BENCH_CONFIGS_2D
+from common import SHAPE_3D, SHAPES_2D  # (bench/ is on the path)
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -40,16 +41,7 @@ sys.path.insert(0, str(HERE.parent))
 
 MODES, PADDINGS = ("linear", "nearest", "cubic"), ("zeros", "border", "reflection")
 CHECK_IN, CHECK_OUT = [16, 20, 9], [12, 14, 7]  # H != W, not powers of two
-CONFIGS_2D = [
-    ("linear", "zeros", 0),
-    ("linear", "zeros", 1),
-    ("nearest", "zeros", 0),
-    ("linear", "border", 0),
-    ("linear", "reflection", 0),
-    ("cubic", "zeros", 0),
-    ("cubic", "border", 1),
-    ("cubic", "reflection", 0),
-]
+CONFIGS_2D = [*BENCH_CONFIGS_2D, ("cubic", "border", 1), ("cubic", "reflection", 0)]
 CONFIGS_3D = [
     ("linear", "zeros", 0),
     ("nearest", "zeros", 0),

@@ -21,13 +21,12 @@ import json
 import os
 import pathlib
 import platform
-import statistics
-import time
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 import openvino as ov
+from common import median_ms  # (bench/ is on the path)
 
 from gridsample_lower import lower
 
@@ -62,19 +61,6 @@ def _openvino(model: onnx.ModelProto):
 
 
 RUNTIMES = {"onnxruntime": (_onnxruntime, "onnxruntime"), "openvino": (_openvino, "openvino")}
-
-
-def _median_ms(calls: dict, rounds: int, budget: float) -> dict[str, float]:
-    """Each call's median time per run (ms), the calls interleaved round by round."""
-    times: dict[str, list[float]] = {name: [] for name in calls}
-    for _ in range(rounds):
-        for name, call in calls.items():
-            start, runs = time.perf_counter(), 0
-            while (elapsed := time.perf_counter() - start) < budget or runs == 0:
-                call()
-                runs += 1
-            times[name].append(1e3 * elapsed / runs)
-    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def _off(actual: list[np.ndarray], expected: list[np.ndarray]) -> float:
@@ -118,7 +104,7 @@ def _model_rows(name: str, record: dict, rounds: int, budget: float) -> dict[str
                     + ", ".join(f"{v:.2g} from the {k}" for k, v in offs.items())
                     + " (of the output's scale)"
                 )
-        rows[runtime] = {"ms": _median_ms(calls, rounds, budget), "notes": notes}
+        rows[runtime] = {"ms": median_ms(calls, rounds, budget), "notes": notes}
     return rows
 
 

@@ -31,22 +31,14 @@ import openvino as ov
 from gridsample_lower import lower
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "tests"))
-from openvino_models import conv_case, deform_case, stn_case  # noqa: E402  (the suite's models)
-
-F32 = {"INFERENCE_PRECISION_HINT": "f32"}
-CONFIGS_2D = [
-    (m, p, a)
-    for m in ("linear", "nearest", "cubic")
-    for p in ("zeros", "border", "reflection")
-    for a in (0, 1)
-]
-CONFIGS_3D = [
-    (m, p, a)
-    for m in ("linear", "nearest")
-    for p in ("zeros", "border", "reflection")
-    for a in (0, 1)
-]
-
+from openvino_models import (  # noqa: E402  (the suite's models)
+    CONFIGS_2D,
+    CONFIGS_3D,
+    F32,
+    conv_case,
+    deform_case,
+    stn_case,
+)
 
 _CORE = None
 

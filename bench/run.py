@@ -24,21 +24,13 @@ import time
 import numpy as np
 import onnx
 import onnxruntime as ort
-from shapes import SHAPE_3D, SHAPES_2D  # (bench/ is on the path)
+from common import CONFIGS_2D, SHAPE_3D, SHAPES_2D  # (bench/ is on the path)
 
 from gridsample_lower import lower
 from gridsample_lower.check.tolerances import tolerance
 from gridsample_lower.models import gridsample_model
 from gridsample_lower.spec import ALIGN_CORNERS, MODES, PADDING_MODES
 
-CONFIGS_2D = [  # (mode, padding, align_corners)
-    ("linear", "zeros", 0),
-    ("linear", "zeros", 1),
-    ("nearest", "zeros", 0),
-    ("linear", "border", 0),
-    ("linear", "reflection", 0),
-    ("cubic", "zeros", 0),
-]
 # Lowered forms timed: static shapes; batch and spatial sizes symbolic with the channel count
 # static (the usual export); every size symbolic.
 SHAPE_KINDS = ("static", "symbolic", "all symbolic")

@@ -17,13 +17,11 @@ from __future__ import annotations
 import argparse
 import pathlib
 import platform
-import statistics
 import sys
-import time
 
 import numpy as np
 import onnxruntime as ort
-from shapes import SHAPE_3D, SHAPES_2D  # (bench/ is on the path)
+from common import SHAPE_3D, SHAPES_2D, median_ms  # (bench/ is on the path)
 
 from gridsample_lower import lower
 from gridsample_lower.check.tolerances import tolerance
@@ -56,22 +54,6 @@ def _timer(runtime: str, model, feeds):
     if runtime == "tinygrad":
         return run.timer(feeds), run
     return (lambda: run(feeds)), run
-
-
-def _median_ms(calls: dict, rounds: int, budget: float) -> dict[str, float]:
-    """Each call's median time per run, the calls interleaved round by round."""
-    times: dict[str, list[float]] = {name: [] for name in calls}
-    for _ in range(rounds):
-        for name, call in calls.items():
-            start, runs = time.perf_counter(), 0
-            while True:
-                call()
-                runs += 1
-                elapsed = time.perf_counter() - start
-                if elapsed >= budget:
-                    break
-            times[name].append(1e3 * elapsed / runs)
-    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def _case(runtime, x_shape, out, config, rounds, budget) -> dict:
@@ -110,7 +92,7 @@ def _case(runtime, x_shape, out, config, rounds, budget) -> dict:
         if truth is not None and not np.allclose(actual, truth, atol=max(atol, 1e-4), rtol=rtol):
             notes.append(f"{name}: WRONG (max error {float(np.abs(actual - truth).max()):.2g})")
         calls[name] = call
-    ms = _median_ms(calls, rounds, budget)
+    ms = median_ms(calls, rounds, budget)
     return {"ms": ms, "notes": notes}
 
 

@@ -10,12 +10,20 @@ For ``test_openvino.py`` and ``bench/openvino_precision.py``.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from gridsample_lower.check.reference import affine_grid, grid_sample
+from gridsample_lower.spec import ALIGN_CORNERS, MODES, PADDING_MODES
 
 __all__ = ["conv_case", "deform_case", "stn_case"]
+
+F32 = {"INFERENCE_PRECISION_HINT": "f32"}  # OpenVINO's compile config for float32
+# (mode, padding, align_corners): every 2-D configuration, and 3-D's but cubic.
+CONFIGS_2D = list(itertools.product(MODES, PADDING_MODES, ALIGN_CORNERS))
+CONFIGS_3D = [c for c in CONFIGS_2D if c[0] != "cubic"]
 
 
 def _model(nodes, inputs, outputs, inits, opset=20):

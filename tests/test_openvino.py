@@ -130,13 +130,7 @@ def test_every_configuration_matches_on_openvino(spec, rng):
 # tensor upstream of a Conv or MatMul in bfloat16 (docs/lowered-graph.md, plan.interleaved): the
 # lowered models must err at most twice as much as the native ones there, plus 1e-3.
 BF16 = "bf16" in str(ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT")).lower()
-F32 = {"INFERENCE_PRECISION_HINT": "f32"}
-CONFIGS_2D = [
-    (m, p, a)
-    for m in ("linear", "nearest", "cubic")
-    for p in ("zeros", "border", "reflection")
-    for a in (0, 1)
-]
+F32, CONFIGS_2D = openvino_models.F32, openvino_models.CONFIGS_2D
 
 
 def _error(model, feeds, truth, config=None) -> float:
