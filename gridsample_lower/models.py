@@ -1,4 +1,8 @@
-"""Build a one-node GridSample model: the unit the tests, benchmarks and functions start from."""
+"""Build GridSample models for the tests, benchmarks and functions.
+
+One node, the unit everything starts from; and multi-scale deformable attention as exporters
+write it (the pattern ``lowering/attention.py`` lowers as one unit).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from onnx import helper
 
 from gridsample_lower.spec import OPSET16_SPELLING
 
-__all__ = ["gridsample_model"]
+__all__ = ["deformable_attention_model", "gridsample_model"]
 
 
 def gridsample_model(
@@ -47,6 +51,88 @@ def gridsample_model(
             helper.make_tensor_value_info("grid", grid_type, list(grid_shape)),
         ],
         [helper.make_tensor_value_info("Y", x_type, y_shape)],
+    )
+    opsets = [helper.make_opsetid("", opset)]
+    return helper.make_model(graph, opset_imports=opsets, ir_version=ir_version)
+
+
+def deformable_attention_model(
+    levels: Sequence[tuple[int, int]],
+    batch: int = 2,
+    channels: int = 8,
+    queries: int = 10,
+    points: int = 4,
+    mode: str = "linear",
+    padding_mode: str = "zeros",
+    align_corners: int = 0,
+    *,
+    dtype: np.dtype | type = np.float32,
+    symbolic: bool = False,
+    keepdims: bool = False,
+    opset: int = 20,
+    ir_version: int = 9,
+) -> onnx.ModelProto:
+    """``Y (N, C, Q) = sum(stack(GridSample(X_l, grid_l)) * weights, -1)``, as exported.
+
+    One GridSample per level ``X_l (N, C, H_l, W_l)``, ``grid_l (N, Q, P, 2)``; each sample
+    Unsqueezed on axis -2, Concatenated there, the ``(N, C, Q, L, P)`` stack Reshaped to
+    ``(N, C, Q, L*P)``, times ``weights (N, 1, Q, L*P)``, ReduceSum over the last axis (as
+    ``transformers``' ``multi_scale_deformable_attention``). ``symbolic``: every size a name,
+    and the Reshape's shape taken from the stack's (``Concat(Slice(Shape(stack), 0, -2),
+    [-1])``), as TorchScript exports it; else a constant shape, as dynamo does.
+    """
+    elem, count = _elem_type(dtype), len(levels)
+    nodes, inputs = [], []
+    n, c, q = ("N", "C", "Q") if symbolic else (batch, channels, queries)
+    p = "P" if symbolic else points
+    for level, (height, width) in enumerate(levels):
+        dims = [f"H{level}", f"W{level}"] if symbolic else [height, width]
+        inputs.append(helper.make_tensor_value_info(f"X{level}", elem, [n, c, *dims]))
+        inputs.append(helper.make_tensor_value_info(f"grid{level}", elem, [n, q, p, 2]))
+        nodes.append(
+            helper.make_node(
+                "GridSample",
+                [f"X{level}", f"grid{level}"],
+                [f"sample{level}"],
+                name=f"sample{level}",
+                mode=OPSET16_SPELLING[mode] if opset < 20 else mode,
+                padding_mode=padding_mode,
+                align_corners=align_corners,
+            )
+        )
+        nodes.append(helper.make_node("Unsqueeze", [f"sample{level}", "minus2"], [f"u{level}"]))
+    nodes.append(helper.make_node("Concat", [f"u{k}" for k in range(count)], ["stack"], axis=-2))
+    if symbolic:
+        nodes += [
+            helper.make_node("Shape", ["stack"], ["stack_shape"]),
+            helper.make_node("Slice", ["stack_shape", "zero", "minus2"], ["head"]),
+            helper.make_node("Concat", ["head", "minus1"], ["merged_shape"], axis=0),
+        ]
+        merged = "merged_shape"
+    else:
+        merged = "merged"
+    nodes += [
+        helper.make_node("Reshape", ["stack", merged], ["samples"]),
+        helper.make_node("Mul", ["samples", "weights"], ["weighted"]),
+        helper.make_node("ReduceSum", ["weighted", "minus1"], ["Y"], keepdims=int(keepdims)),
+    ]
+    constants = [
+        helper.make_tensor("minus2", onnx.TensorProto.INT64, [1], [-2]),
+        helper.make_tensor("minus1", onnx.TensorProto.INT64, [1], [-1]),
+        helper.make_tensor("zero", onnx.TensorProto.INT64, [1], [0]),
+        helper.make_tensor(
+            "merged", onnx.TensorProto.INT64, [4], [batch, channels, queries, count * points]
+        ),
+    ]
+    lp = f"{count}*P" if symbolic else count * points
+    inputs.append(helper.make_tensor_value_info("weights", elem, [n, 1, q, lp]))
+    y_shape = [n, c, q, 1] if keepdims else [n, c, q]
+    graph = helper.make_graph(
+        nodes,
+        "deformable_attention",
+        inputs,
+        [helper.make_tensor_value_info("Y", elem, y_shape)],
+        constants,
     )
     opsets = [helper.make_opsetid("", opset)]
     return helper.make_model(graph, opset_imports=opsets, ir_version=ir_version)

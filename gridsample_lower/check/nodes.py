@@ -25,6 +25,7 @@ import onnx_ir as ir
 from onnx import helper
 
 from gridsample_lower.check.oracle import Oracle, Runner, candidate_runner
+from gridsample_lower.check.regions import AttentionProbe, probe_attentions
 from gridsample_lower.check.report import NodeCheck, compare
 from gridsample_lower.graphs import graphs
 from gridsample_lower.lowering.inventory import Site
@@ -98,8 +99,11 @@ class NodeProbe:
 
 def probe_nodes(
     sites: list[Site], reference: onnx.ModelProto, candidate: onnx.ModelProto
-) -> tuple[list[NodeCheck], list[NodeProbe]]:
+) -> tuple[list[NodeCheck], list[NodeProbe | AttentionProbe]]:
     """A check per site (in order) and a probe for each site that can be isolated.
+
+    Then a check and a probe per deformable attention the candidate lowered as one unit
+    (``regions``), whose GridSamples' checks say so.
 
     ``sites`` must still carry their inferred types (inside ``inventory.inferred_types``).
     """
@@ -127,7 +131,10 @@ def probe_nodes(
         alone = len(reference.graph.node) == 1 and len(region[0]) == len(candidate.graph.node)
         probe.whole = alone and probe.y_name in {o.name for o in reference.graph.output}
         probes.append(probe)
-    return checks, probes
+    fused, attention_probes = probe_attentions(
+        sites, checks, reference, candidate, index.regions, index.initializers
+    )
+    return [*checks, *fused], [*probes, *attention_probes]
 
 
 class _Index:

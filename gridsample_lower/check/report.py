@@ -70,13 +70,17 @@ class OutputCheck(Comparison):
 class NodeCheck(Comparison):
     """One GridSample of the reference, alone, against the candidate's region lowered from it.
 
-    ``checked`` is False when the node could not be isolated (a subgraph or function body, no
-    lowered region found); ``note`` then says why, and only the whole-model check covers it.
+    Or, with ``members``, a deformable attention lowered as one unit: its subgraph alone
+    against its region (``check.regions``). ``checked`` is False when the node could not be
+    isolated (a subgraph or function body, no lowered region found); ``note`` then says why,
+    and only the whole-model check covers it.
     """
 
     location: str = "main graph"
     configuration: str = ""
     oracle: str = ""
+    # A deformable attention lowered as one unit: the GridSamples its region covers.
+    members: list[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -118,19 +122,29 @@ class VerificationReport:
 
     def summary(self) -> str:
         """One verdict line."""
-        checked = sum(c.checked for c in self.nodes)
+        regions = [c for c in self.nodes if c.members]
+        covered = {m for c in regions if c.checked for m in c.members}
+        checked = sum(c.checked for c in self.nodes if not c.members)
         if self.ok:
-            unchecked = len(self.nodes) - checked
+            unchecked = sum(not c.checked and c.name not in covered for c in self.nodes)
             aside = f" ({unchecked} not checked alone, see notes)" if unchecked else ""
+            nodes, joint = f"{checked} GridSample node(s)", " and "
+            if regions:
+                nodes, joint = (
+                    f"{sum(c.checked for c in regions)} deformable attention(s) of "
+                    f"{len(covered)} GridSamples as one region each, and {checked} other "
+                    "GridSample node(s)",
+                    ", ",
+                )
             if not self.whole_model:
                 return (
                     f"each GridSample checked alone on {self.samples} synthetic input set(s): "
-                    f"{checked} GridSample node(s) match{aside}; the whole model was not run "
+                    f"{nodes} match{aside}; the whole model was not run "
                     "(see notes)"
                 )
             return (
                 f"verified against {self.oracle} on {self.samples} input set(s): "
-                f"{len(self.outputs)} output(s) and {checked} GridSample node(s) match{aside}"
+                f"{len(self.outputs)} output(s){joint}{nodes} match{aside}"
             )
         parts = [_what(c, "output") for c in self.outputs if not c.ok]
         culprits = ", ".join(repr(name) for name in self.culprits)

@@ -18,6 +18,7 @@ from gridsample_lower.check.given import VerificationSetupError
 from gridsample_lower.check.inputs import InputPlan, synthetic
 from gridsample_lower.check.nodes import NodeProbe, expose
 from gridsample_lower.check.oracle import Oracle, Runner, candidate_runner
+from gridsample_lower.check.regions import AttentionProbe
 from gridsample_lower.check.report import OutputCheck, compare
 from gridsample_lower.lowering.inventory import Site, find_gridsamples
 from gridsample_lower.runtime import onnxruntime_runs
@@ -119,7 +120,7 @@ class Run:
             return
         captured = {**dict(zip(self.names + self.exposed, values, strict=True)), **feeds}
         if not self.untrusted:  # the model itself made them: sizes it does not accept
-            for probe in (p for p in self.probes if not p.synthetic):
+            for probe in (p for p in self.probes if isinstance(p, NodeProbe) and not p.synthetic):
                 if not np.isfinite(np.asarray(captured[probe.grid_name], np.float64)).all():
                     self.unusable = (
                         f"the grid of GridSample {probe.check.name!r} holds NaN or infinity "
@@ -130,7 +131,12 @@ class Run:
         compared = self._compare_outputs(values[: len(self.names)], feeds)
         for j, probe in enumerate(self.probes):
             progress(done + 2 + j, total, f"sample {k + 1}: GridSample {probe.check.name!r}")
-            if probe.whole:  # the node alone is the model just compared: no need to run it twice
+            if isinstance(probe, AttentionProbe):  # a fused attention: its subgraph, alone
+                probe.run_on(
+                    captured,
+                    *self.bounds(probe.check.name, self._x_type(probe, captured), probe.mode),
+                )
+            elif probe.whole:  # the node alone is the model just compared: no need to run it twice
                 self._as_whole(probe, compared, captured[probe.x_name])
             elif probe.synthetic:  # in a subgraph, whose values the reference cannot show
                 self._probe(probe, *synthetic(probe, self.plan.dims, self.rng))
@@ -143,12 +149,21 @@ class Run:
         self.notes.append(_how_to_run_whole(self.plan))
         for check in self.outputs.values():
             check.checked, check.note = False, "the whole model was not run"
-        total = samples * len(self.probes)
+        for probe in self.probes:
+            if isinstance(probe, AttentionProbe):  # (its inputs cannot be invented alone)
+                probe.check.checked = False
+                probe.check.note = "the whole model was not run, nor could this be run alone"
+        probes = [p for p in self.probes if isinstance(p, NodeProbe)]
+        total = samples * len(probes)
         for k in range(samples):
-            for j, probe in enumerate(self.probes):
+            for j, probe in enumerate(probes):
                 step = f"GridSample {probe.check.name!r} alone, synthetic set {k + 1}"
                 progress(k * len(self.probes) + j, total, step)
                 self._probe(probe, *synthetic(probe, self.plan.dims, self.rng))
+
+    @staticmethod
+    def _x_type(probe: AttentionProbe, captured: dict) -> np.dtype:
+        return np.asarray(captured[probe.inputs[0]]).dtype
 
     def _inputs_text(self) -> str:
         sizes = self.plan.dims.describe(chosen_only=False)

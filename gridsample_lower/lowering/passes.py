@@ -20,6 +20,11 @@ from collections.abc import Callable, Iterator
 import onnx_ir as ir
 from onnx_ir.passes.common import InlinePass
 
+from gridsample_lower.lowering.attention import (
+    DeformableAttention,
+    find_attentions,
+    lower_attention,
+)
 from gridsample_lower.lowering.emitter import NodeRecorder
 from gridsample_lower.lowering.functions import call_functions, untype_functions
 from gridsample_lower.lowering.inventory import (
@@ -44,6 +49,8 @@ class LoweringResult(ir.passes.PassResult):
     """A PassResult that also counts the lowered nodes per configuration label."""
 
     lowered: dict[str, int] = dataclasses.field(default_factory=dict)
+    # Each deformable attention lowered as one unit: its name, and its GridSamples' names.
+    attentions: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
 
 class LowerGridSamplePass(ir.passes.InPlacePass):
@@ -91,11 +98,17 @@ class LowerGridSamplePass(ir.passes.InPlacePass):
                 body = LowerGridSamplePass(target=self.target)  # a body's one node: all of it
                 count = call_functions(model, sites, lambda one: body(one).model)
             else:
-                _lower_sites(sites, self.target)
+                attentions = find_attentions(sites) if self.target.fuses_attention else []
+                fused = {node for attention in attentions for node in attention.samplers}
+                _lower_attentions(attentions, self.target)
+                _lower_sites([site for site in sites if site.node not in fused], self.target)
                 count = len(sites)
         untype_functions(model)
         lowered = collections.Counter(site.spec.label for site in sites)
-        return LoweringResult(model, modified=bool(count or inlined), lowered=dict(lowered))
+        result = LoweringResult(model, modified=bool(count or inlined), lowered=dict(lowered))
+        if not self.as_functions:
+            result.attentions = {a.name: [n.name for n in a.samplers] for a in attentions}
+        return result
 
     def _refusal(self, site: Site) -> str:
         """Why the rule declines this selected node, or "" (as ``GridSampleLowering.check``).
@@ -165,6 +178,46 @@ def _lower_sites(sites: list[Site], target: Target) -> None:
         ir.convenience.replace_nodes_and_values(
             node.graph, node, [node], recorder.nodes, node.outputs, [y]
         )
+
+
+def _lower_attentions(attentions: list[DeformableAttention], target: Target) -> None:
+    """Replace each deformable attention's nodes by its lowering as one unit.
+
+    The new nodes go after the weighting Mul, which follows every input they read. Nodes
+    that only computed the replaced ones' inputs (TorchScript's shape of the stack, sliced
+    for the Reshape) are removed; a graph whose stack shape still has readers is sorted.
+    """
+    for attention in attentions:
+        recorder = NodeRecorder()
+        replaced = lower_attention(recorder, attention, target)
+        mul = attention.nodes[-2]
+        graph = mul.graph
+        for new in recorder.nodes:  # (an exporter's source location, say)
+            new.metadata_props.update(attention.samplers[0].metadata_props)
+        inputs = {v for node in attention.nodes for v in node.inputs if v is not None}
+        ir.convenience.replace_nodes_and_values(
+            graph,
+            mul,
+            list(attention.nodes),
+            recorder.nodes,
+            list(replaced),
+            list(replaced.values()),
+        )
+        _remove_unused({v.producer() for v in inputs} | set(recorder.nodes), graph)
+        if any(replaced[v].uses() for v in attention.shapes):  # read before the Mul
+            graph.sort()
+
+
+def _remove_unused(candidates: set, graph) -> None:
+    """Remove ``candidates`` (and what only they read) whose outputs nothing reads any more."""
+    pending = [n for n in candidates if n is not None and n.graph is graph]
+    while pending:
+        node = pending.pop()
+        if node.graph is not graph or any(o.uses() or o.is_graph_output() for o in node.outputs):
+            continue
+        producers = {v.producer() for v in node.inputs if v is not None}
+        graph.remove(node, safe=True)
+        pending.extend(p for p in producers if p is not None)
 
 
 def _inline_functions_with_gridsample(model: ir.Model) -> bool:

@@ -52,6 +52,9 @@ class Target:
     # A compiler that fuses chains of elementwise ops into one loop (TVM): the rows are chosen
     # by ``costs.rows_pay``'s rule for fused targets, not onnxruntime's thresholds.
     fuses: bool = False
+    # Multi-scale deformable attention (a GridSample per level, stacked, weighted, summed) is
+    # lowered as one unit (``attention``): one Gather and one MatMul for every level's taps.
+    fuses_attention: bool = False
     # Index arithmetic in float (exact: static sizes below 2**24), each flat index cast once:
     # for runtimes whose integer elementwise ops are slow (LiteRT runs float Min/Max/Mul/Add
     # in XNNPACK, int32 ones with a broadcast scalar 10-40x slower in its reference kernels).
@@ -295,6 +298,7 @@ TARGETS: dict[str, Target] = {
             "lower what onnxruntime cannot run, and what runs faster lowered (MatMul, "
             "BatchNormalization)",
             keeps=_onnxruntime_keeps,
+            fuses_attention=True,
         ),
         Target(
             "openvino",

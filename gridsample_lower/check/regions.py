@@ -1,0 +1,182 @@
+"""Deformable attentions lowered as one unit, checked as one: original subgraph against region.
+
+Where the lowering fused a multi-scale deformable attention (``lowering/attention.py``), no
+GridSample of it has a region of its own. Its check runs the reference's nodes from the levels'
+X and grid and the attention weights to the weighted sum (the GridSamples, the stack, the
+Reshape and whatever computes its shape, the Mul, the ReduceSum) alone, by the same oracle as a
+node alone, and the candidate's nodes named ``<attention>/<Op>_<k>`` on the same values, which
+the reference run exposes. Each of its GridSamples' checks names the attention instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from gridsample_lower.check.oracle import Oracle, Runner, candidate_runner
+from gridsample_lower.check.report import NodeCheck, compare
+from gridsample_lower.lowering.attention import DeformableAttention, find_attentions
+from gridsample_lower.lowering.inventory import Site
+from gridsample_lower.runtime import onnxruntime_runs
+from gridsample_lower.text import one_line
+
+__all__ = ["AttentionProbe", "probe_attentions"]
+
+
+@dataclasses.dataclass
+class AttentionProbe:
+    """One fused attention: its reference subgraph and the candidate's region, runnable alone."""
+
+    check: NodeCheck
+    inputs: list[str]  # every level's X and grid, then the attention weights
+    subgraph: onnx.ModelProto
+    region: onnx.ModelProto
+    native: bool
+    types: dict[str, int]  # ONNX element type of each input, by name
+    mode: str
+    synthetic: bool = False  # (never: an attention in a subgraph is not isolated)
+    whole: bool = False
+    notes: list[str] = dataclasses.field(default_factory=list)
+    _oracles: dict[bool, Oracle] = dataclasses.field(default_factory=dict)
+    _region_runner: Runner | None = None
+
+    def run_on(self, values: dict[str, np.ndarray], atol: float, rtol: float) -> None:
+        """Run both on the values the reference saw; fold the comparison into ``check``."""
+        feeds = {name: np.asarray(values[name]) for name in self.inputs}
+        finite = all(np.isfinite(v.astype(np.float64)).all() for v in feeds.values())
+        native = self.native and finite
+        if native not in self._oracles:
+            what = f"deformable attention {self.check.name!r} alone"
+            self._oracles[native] = Oracle(
+                self.subgraph, native=native, threads=1, what=what, notes=self.notes
+            )
+        oracle = self._oracles[native]
+        (expected,) = oracle(feeds)
+        known = self.check.oracle.split("+") if self.check.oracle else []
+        if oracle.runtime not in known:
+            self.check.oracle = "+".join([*known, oracle.runtime])
+        if self._region_runner is None:
+            self._region_runner = candidate_runner(self.region, threads=1)[0]
+        try:
+            (actual,) = self._region_runner(feeds)
+        except Exception as error:  # noqa: BLE001  (any failure of the candidate is a finding)
+            self.check.problem = f"its region in the candidate failed: {one_line(error, tail=True)}"
+            return
+        self.check.merge(compare(self.check.name, expected, actual, atol, rtol))
+
+
+def probe_attentions(
+    sites: list[Site],
+    checks: list[NodeCheck],
+    reference: onnx.ModelProto,
+    candidate: onnx.ModelProto,
+    regions: dict[str, list[onnx.NodeProto]],
+    initializers: dict[str, onnx.TensorProto],
+) -> tuple[list[NodeCheck], list[AttentionProbe]]:
+    """A check and a probe per attention of the reference that the candidate fused.
+
+    The checks of its GridSamples (in ``checks``, in site order) are marked as checked within
+    it. ``regions``: the candidate's nodes by name prefix.
+    """
+    found = [
+        a
+        for a in find_attentions([s for s in sites if s.location == "main graph"])
+        if a.name in regions
+    ]
+    by_name = {check.name: check for check in checks}
+    by_node = {site.node: site for site in sites}
+    new_checks, probes = [], []
+    for attention in found:
+        check = NodeCheck(attention.name, members=[n.name for n in attention.samplers])
+        check.configuration = f"deformable attention of {len(attention.samplers)} x " + (
+            attention.spec.label
+        )
+        new_checks.append(check)
+        for sampler in attention.samplers:
+            member = by_name.get(sampler.name)
+            if member is not None:
+                member.checked = False
+                member.note = (
+                    f"lowered as part of deformable attention {attention.name!r}, "
+                    "checked as one region"
+                )
+        members = [by_node[sampler] for sampler in attention.samplers]
+        region = regions[attention.name]
+        probe = _probe(check, attention, members, reference, region, initializers)
+        if isinstance(probe, str):
+            check.checked, check.note = False, probe
+        else:
+            probes.append(probe)
+    return new_checks, probes
+
+
+def _probe(check, attention: DeformableAttention, members, reference, region, initializers):
+    """The probe of ``attention`` (``members``: its sites), or why it cannot be isolated."""
+    inputs = [v.name for s in attention.samplers for v in s.inputs[:2]]
+    inputs.append(attention.weights.name)
+    types = {
+        v.name: int(v.dtype)
+        for s in attention.samplers
+        for v in (*s.inputs[:2], attention.weights)
+        if v.dtype is not None
+    }
+    if len(types) != len(set(inputs)):
+        return "the types of its inputs are not known"
+    output = attention.output.name
+    nodes = _closure(reference.graph, output, set(inputs))
+    if isinstance(nodes, str):
+        return nodes
+    outer = {t.name: t for t in reference.graph.initializer}
+    subgraph = _model(reference, nodes, inputs, types, output, _read(nodes, outer))
+    produced = {o for n in region for o in n.output}
+    needed = {i for n in region for i in n.input if i and i not in produced}
+    foreign = sorted(needed - set(inputs) - set(initializers))
+    if foreign:
+        return f"its region in the candidate reads {foreign[0]!r}, not only its inputs"
+    if output not in produced:
+        return "its region in the candidate does not produce its output"
+    kept = [initializers[i] for i in sorted(needed & set(initializers))]
+    region_model = _model(reference, region, inputs, types, output, kept)  # (same opsets)
+    native = onnxruntime_runs(attention.spec) and all(site.spelling_ok for site in members)
+    unique = list(dict.fromkeys(inputs))
+    return AttentionProbe(check, unique, subgraph, region_model, native, types, attention.spec.mode)
+
+
+def _closure(graph: onnx.GraphProto, output: str, inputs: set[str]):
+    """The nodes of ``graph`` that compute ``output`` from ``inputs`` and constants, in order."""
+    producers = {o: n for n in graph.node for o in n.output}
+    initializers = {t.name for t in graph.initializer}
+    needed, pending = set(), [output]
+    while pending:
+        name = pending.pop()
+        if name in inputs or name in initializers or not name:
+            continue
+        node = producers.get(name)
+        if node is None:
+            return f"its subgraph reads {name!r}, not only its levels and attention weights"
+        if id(node) in needed:
+            continue
+        needed.add(id(node))
+        pending.extend(node.input)
+    return [n for n in graph.node if id(n) in needed]
+
+
+def _read(nodes, initializers: dict[str, onnx.TensorProto]) -> list[onnx.TensorProto]:
+    names = {i for n in nodes for i in n.input}
+    return [initializers[name] for name in sorted(names & set(initializers))]
+
+
+def _model(like, nodes, inputs, types, output, initializers) -> onnx.ModelProto:
+    """A model of ``nodes`` with untyped-shape inputs, ``like``'s opsets and IR version."""
+    unique = list(dict.fromkeys(inputs))
+    graph = helper.make_graph(
+        list(nodes),
+        "isolated",
+        [helper.make_tensor_value_info(name, types[name], None) for name in unique],
+        [helper.make_tensor_value_info(output, types[unique[0]], None)],  # X's type
+        list(initializers),
+    )
+    return helper.make_model(graph, opset_imports=like.opset_import, ir_version=like.ir_version)

@@ -1,0 +1,440 @@
+"""Multi-scale deformable attention, found as exporters emit it and lowered as one unit.
+
+Deformable DETR, RT-DETR and Mask2Former sample each feature level of one value tensor with a
+GridSample, stack the samples (``Unsqueeze`` + ``Concat`` on axis -2, a ``Reshape`` merging
+levels and points), weight them by the attention weights (``Mul``) and sum (``ReduceSum`` over
+the last axis). Lowered node by node, every level's taps are gathered, weighted and summed into
+a sample that is then stacked, weighted again and summed again. As one unit, every point of
+every level becomes taps into one buffer holding all levels, whose bilinear weights are
+multiplied by the attention weights once; one Gather reads every tap and one MatMul sums them.
+
+The coordinates, taps and weights are the node-by-node lowering's (``coords``, the kernels),
+computed once for the points of all levels: each point's axis sizes are its level's
+(``_Levels``). What does not match the pattern exactly is lowered node by node.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import onnx_ir as ir
+
+from gridsample_lower.lowering.coords import source_coordinate, tap_indices
+from gridsample_lower.lowering.decompositions.cubic import CUBIC
+from gridsample_lower.lowering.decompositions.linear import LINEAR
+from gridsample_lower.lowering.emitter import Emitter
+from gridsample_lower.lowering.flat_index import where_inside
+from gridsample_lower.lowering.inventory import Site
+from gridsample_lower.lowering.targets import Target
+from gridsample_lower.spec import GridSampleSpec, compute_dtype
+
+__all__ = ["DeformableAttention", "find_attentions", "lower_attention"]
+
+INT32, INT64 = ir.DataType.INT32, ir.DataType.INT64
+KERNELS = {"linear": LINEAR, "cubic": CUBIC}
+
+
+@dataclasses.dataclass(frozen=True)
+class DeformableAttention:
+    """One deformable attention's sampling and weighted sum, as the exporter wrote it.
+
+    ``samplers`` are its GridSample nodes in stacking order (one per level); ``nodes`` every
+    node the fused lowering replaces; ``weights`` the attention weights ``(N, 1, Q, L*P)``;
+    ``output`` the weighted sum ``(N, C, Q)`` (``(N, C, Q, 1)`` with ``keepdims``); ``shapes``
+    the values of ``Shape`` nodes reading the stack (TorchScript's), ``(N, C, Q, L, P)``.
+    """
+
+    name: str
+    samplers: tuple[ir.Node, ...]
+    nodes: tuple[ir.Node, ...]
+    weights: ir.Value
+    output: ir.Value
+    shapes: tuple[ir.Value, ...]
+    keepdims: bool
+
+    @property
+    def spec(self) -> GridSampleSpec:
+        return GridSampleSpec.from_node(self.samplers[0])
+
+
+def find_attentions(sites: Sequence[Site]) -> list[DeformableAttention]:
+    """Every deformable attention whose GridSamples are all among ``sites``, in site order."""
+    by_node = {site.node: site for site in sites}
+    found, seen = [], set()
+    for site in sites:
+        if site.node in seen:
+            continue
+        attention = _match(site.node, by_node)
+        if attention is not None:
+            seen.update(attention.samplers)
+            found.append(attention)
+    return found
+
+
+def _match(sampler: ir.Node, sites: dict) -> DeformableAttention | None:
+    """The attention ``sampler`` is one level of, or None where anything departs from it."""
+    spec = sites[sampler].spec
+    if spec is None or spec.rank != 2 or spec.mode not in KERNELS:
+        return None
+    unsqueeze = _only_user(sampler.outputs[0], "Unsqueeze")
+    stack = unsqueeze and _only_user(unsqueeze.outputs[0], "Concat")
+    if stack is None or _axis(stack.attributes.get_int("axis", 0), 5) != 3:
+        return None
+    samplers, unsqueezes = [], []
+    for value in stack.inputs:
+        node = value.producer() if value is not None else None
+        if node is None or node.op_type != "Unsqueeze" or len(value.uses()) != 1:
+            return None
+        if _constant_ints(node.inputs[1] if len(node.inputs) > 1 else None, "axes") not in (
+            [3],
+            [-2],
+        ):
+            return None
+        source = node.inputs[0].producer() if node.inputs[0] is not None else None
+        if source not in sites or sites[source].spec != spec or len(source.outputs[0].uses()) != 1:
+            return None
+        samplers.append(source)
+        unsqueezes.append(node)
+    users = [use.node for use in stack.outputs[0].uses()]
+    shapes = [n for n in users if n.op_type == "Shape" and not n.attributes]
+    merges = [n for n in users if n.op_type == "Reshape"]
+    if len(merges) != 1 or len(shapes) + 1 != len(users) or stack.outputs[0].is_graph_output():
+        return None
+    merge = merges[0]
+    if not _merges_last_two(merge, stack.outputs[0], _stack_dims(samplers)):
+        return None
+    mul = _only_user(merge.outputs[0], "Mul")
+    if mul is None:
+        return None
+    weights = mul.inputs[1] if mul.inputs[0] is merge.outputs[0] else mul.inputs[0]
+    if weights is merge.outputs[0] or not _one_channel(weights):
+        return None
+    total = _only_user(mul.outputs[0], "ReduceSum")
+    if total is None or total.attributes.get_int("noop_with_empty_axes", 0):
+        return None
+    if _constant_ints(total.inputs[1] if len(total.inputs) > 1 else None, "axes") not in (
+        [3],
+        [-1],
+    ):
+        return None
+    nodes = (*samplers, *unsqueezes, stack, *shapes, merge, mul, total)
+    return DeformableAttention(
+        name=total.name or f"{samplers[0].name}+",
+        samplers=tuple(samplers),
+        nodes=nodes,
+        weights=weights,
+        output=total.outputs[0],
+        shapes=tuple(n.outputs[0] for n in shapes),
+        keepdims=bool(total.attributes.get_int("keepdims", 1)),
+    )
+
+
+def _only_user(value: ir.Value, op_type: str) -> ir.Node | None:
+    uses = value.uses()
+    if len(uses) != 1 or value.is_graph_output():
+        return None
+    node = uses[0].node
+    return node if node.op_type == op_type and node.domain in ("", "ai.onnx") else None
+
+
+def _axis(axis: int, rank: int) -> int:
+    return axis + rank if axis < 0 else axis
+
+
+def _constant_ints(value: ir.Value | None, _what: str) -> list[int] | None:
+    """A constant 1-D (or scalar) integer input as a list, or None."""
+    if value is None:
+        return None
+    tensor = ir.convenience.get_const_tensor(value)
+    if tensor is None:
+        return None
+    return [int(v) for v in np.asarray(tensor.numpy()).reshape(-1)]
+
+
+def _stack_dims(samplers: list[ir.Node]) -> list[int | None]:
+    """The stack's ``(N, C, Q, L, P)``, from the first level's X and grid (None: unknown)."""
+    x, grid = samplers[0].inputs[:2]
+    return [_dim(x, 0), _dim(x, 1), _dim(grid, 1), len(samplers), _dim(grid, 2)]
+
+
+def _merges_last_two(merge: ir.Node, stack: ir.Value, dims: list[int | None]) -> bool:
+    """Whether Reshape ``merge`` turns the ``(N, C, Q, L, P)`` stack into ``(N, C, Q, L*P)``.
+
+    A constant shape is judged against the stack's static ``dims``; TorchScript's
+    ``Concat(Slice(Shape(stack), 0, -2), [-1])`` merges the last two axes whatever they are.
+    """
+    shape = merge.inputs[1]
+    target = _constant_ints(shape, "shape")
+    if target is not None:
+        if len(target) != 4 or None in dims:
+            return False
+        allowzero = merge.attributes.get_int("allowzero", 0)
+        known = [
+            d if (t == 0 and not allowzero) else t for t, d in zip(target, dims[:4], strict=False)
+        ]
+        try:
+            return list(np.empty(dims, dtype=np.int8).reshape(known).shape) == [
+                *dims[:3],
+                dims[3] * dims[4],
+            ]
+        except ValueError:
+            return False
+    concat = shape.producer() if shape is not None else None
+    if concat is None or concat.op_type != "Concat" or len(concat.inputs) != 2:
+        return False
+    head, tail = concat.inputs
+    if _constant_ints(tail, "shape") != [-1]:
+        return False
+    cut = head.producer() if head is not None else None
+    if cut is None or cut.op_type != "Slice":
+        return False
+    source = cut.inputs[0].producer() if cut.inputs[0] is not None else None
+    if source is None or source.op_type != "Shape" or source.inputs[0] is not stack:
+        return False
+    starts, ends = (_constant_ints(cut.inputs[k], "slice") for k in (1, 2))
+    rest = [_constant_ints(v, "slice") for v in cut.inputs[3:]]
+    plain = all(r in (None, [0], [1]) for r in rest) and (len(rest) < 2 or rest[1] in (None, [1]))
+    return starts == [0] and ends in ([-2], [3]) and plain
+
+
+def _one_channel(weights: ir.Value | None) -> bool:
+    """Whether the attention weights are ``(N, 1, Q, L*P)``: axis 1 surely of size 1.
+
+    From the static shape, or from the Reshape that made them (a constant shape, or a Concat
+    of one-element pieces whose second is the constant 1, as TorchScript writes it).
+    """
+    if weights is None:
+        return False
+    if weights.shape is not None and len(weights.shape) == 4 and weights.shape[1] == 1:
+        return True
+    node = weights.producer()
+    if node is None or node.op_type != "Reshape":
+        return False
+    target = _constant_ints(node.inputs[1], "shape")
+    if target is not None:
+        return len(target) == 4 and target[1] == 1
+    concat = node.inputs[1].producer() if node.inputs[1] is not None else None
+    if concat is None or concat.op_type != "Concat" or len(concat.inputs) != 4:
+        return False
+    return _constant_ints(concat.inputs[1], "shape") == [1]
+
+
+class _Levels(Emitter):
+    """The emitter of one attention: each point's spatial sizes are those of its level.
+
+    The points of every level lie side by side on the grid's last point axis (``M = L*P``), so
+    an axis' size is a ``(M,)`` vector that broadcasts along it, where the node-by-node
+    lowering has a scalar: the coordinate and tap arithmetic is the same, op for op.
+    """
+
+    def __init__(self, op, prefix: str, attention: DeformableAttention, target: Target) -> None:
+        levels = [s.inputs[0] for s in attention.samplers]
+        grids = [s.inputs[1] for s in attention.samplers]
+        super().__init__(op, prefix, levels[0], grids[0], 2, target)
+        self.levels, self.grids = levels, grids
+        self.level_points = _dim(grids[0], 2)  # P, the points per level, where static
+
+    def x_dim(self, axis: int) -> int | None:
+        return super().x_dim(axis) if axis < 2 else None  # (no one spatial size)
+
+    def clip(self, x, low, high, vector: bool = False):
+        return self.Max(self.Min(x, high), low)  # (the bounds are vectors)
+
+    def axis_size(self, axis: int, dtype: ir.DataType, fn=float):
+        """``fn(L)`` of each point's level, ``(M,)``: a constant where every size is static."""
+        return self.per_point(lambda size: fn(size), [2 + axis], dtype)
+
+    def per_point(self, fn, axes: list[int], dtype: ir.DataType) -> ir.Value:
+        """``(M,)``: ``fn`` (affine) of each level's size (the product of X's ``axes``)."""
+        sizes = self.level_sizes(axes)
+        if None not in sizes and self.level_points is not None:
+            return self.const(np.repeat([fn(s) for s in sizes], self.level_points), dtype)
+        offset, slope = fn(0), fn(1) - fn(0)
+
+        def build():
+            pieces = []
+            for level, grid in zip(self.levels, self.grids, strict=True):
+                size = self._affine(self.level_size(level, axes, dtype), dtype, offset, slope)
+                pieces.append(self.Expand(size, self.Shape(grid, start=2, end=3)))
+            return self.Concat(*pieces, axis=0)
+
+        return self.once(("per point", tuple(axes), dtype, offset, slope), build)
+
+    def level_sizes(self, axes: list[int]) -> list[int | None]:
+        """Each level's static product of X's ``axes``, or None where one is symbolic."""
+        dims = [[_dim(x, a) for a in axes] for x in self.levels]
+        return [None if None in d else math.prod(d) for d in dims]
+
+    def level_size(self, level: ir.Value, axes: list[int], dtype: ir.DataType) -> ir.Value:
+        """The product of ``level``'s sizes of ``axes``, ``(1,)`` of ``dtype``."""
+        size = None
+        for a in axes:
+            dim = self.Shape(level, start=a, end=a + 1)
+            size = dim if size is None else self.Mul(size, dim)
+        return size if dtype == INT64 else self.Cast(size, to=dtype)
+
+    def extent(self, value: ir.Value, axis: int) -> int | ir.Value:
+        """``value``'s size of ``axis``: an int, or a 1-D int64 of one element."""
+        dim = _dim(value, axis)
+        return dim if dim is not None else self.Shape(value, start=axis, end=axis + 1)
+
+
+def _dim(value: ir.Value, axis: int) -> int | None:
+    if value.shape is None or len(value.shape) <= axis:
+        return None
+    dim = value.shape[axis]
+    return dim if isinstance(dim, int) else None
+
+
+def lower_attention(
+    builder, attention: DeformableAttention, target: Target
+) -> dict[ir.Value, ir.Value]:
+    """Emit ``attention`` as one unit through ``builder``: the values replacing its outputs.
+
+    Per point and tap, the flat index into one buffer of every level's channels-last rows,
+    ``(N*S, C)`` plus a row of zeros that outside taps read, and the tap's weight times the
+    point's attention weight; one Gather of every tap ``(N, Q, K, C)``, one MatMul with the
+    ``(N, Q, 1, K)`` weights.
+    """
+    spec = attention.spec
+    ct, kernel = compute_dtype(spec), KERNELS[spec.mode]
+    em = _Levels(builder, attention.name, attention, target)
+    index_type = _index_type(em, target)
+    grid = em.Concat(*em.grids, axis=2)  # (N, Q, L*P, 2): level l's point p at l*P + p
+    if spec.grid_dtype != ct:
+        grid = em.Cast(grid, to=ct)
+    flat, weights, inside = None, None, None
+    for axis in range(2):  # (N, Q, T, T, M): a query's taps together, in any order
+        g = em.Unsqueeze(em.Gather(grid, em.index(1 - axis), axis=3), em.const([2, 3], INT64))
+        coord = source_coordinate(em, g, axis, spec, ct)
+        floor = em.Floor(coord)
+
+        def taps(values, axis=axis):  # per-tap constants on the axis' tap axis
+            return em.const(_on_tap_axis(values, axis), ct)
+
+        w = kernel.weights(em, em.Add(coord, em.Sub(g, g)), floor, taps)  # g - g: 0 or NaN
+        positions = em.Add(floor, taps(kernel.offsets))
+        if spec.padding_mode == "reflection":
+            positions, _ = tap_indices(em, positions, axis, spec, ct)
+        index = em.Cast(positions, to=index_type)
+        if spec.padding_mode == "zeros":  # outside taps weigh 0 and read the row of zeros
+            last = em.axis_size(axis, ct, lambda n: n - 1)
+            clamped = em.Max(em.Min(positions, last), em.const(0.0, ct))
+            within = em.Equal(clamped, positions)
+            w = em.Mul(w, em.Cast(within, to=ct))
+            within = em.Cast(within, to=index_type)
+            inside = within if inside is None else em.Mul(inside, within)
+        else:  # border (and a NaN coordinate's index, any integer): clamped into the axis
+            last = em.axis_size(axis, index_type, lambda n: n - 1)
+            index = em.Max(em.Min(index, last), em.const(0, index_type))
+        if axis == 0:  # rows of the level: times its width
+            index = em.Mul(index, em.axis_size(1, index_type))
+        flat = index if flat is None else em.Add(flat, index)
+        weights = w if weights is None else em.Mul(weights, w)
+    n, c = em.batch, em.channels
+    flat = em.Add(em.Add(flat, _level_starts(em, index_type)), _sample_starts(em, index_type))
+    if inside is not None:
+        flat = where_inside(em, inside, flat, _total(em, index_type))
+    queries = em.extent(em.grids[0], 1)
+    per_query = _per_query(em, len(kernel.offsets) ** 2)
+    flat = em.reshape(flat, [n, queries, per_query])
+    attention_weights = em.reshape(attention.weights, [n, queries, 1, 1, -1])  # (N, Q, 1, 1, M)
+    if spec.x_dtype != ct:
+        attention_weights = em.Cast(attention_weights, to=ct)
+    weights = em.Mul(weights, attention_weights)
+    weights = em.reshape(weights, [n, queries, 1, per_query])
+    rows = [em.Transpose(em.reshape(x, [n, c, -1]), perm=[0, 2, 1]) for x in em.levels]
+    rows = em.reshape(em.Concat(*rows, axis=1), [-1, c])  # (N*S, C)
+    if inside is not None:
+        zeros = em.Expand(em.const(np.zeros((1, 1)), spec.x_dtype), em.shape([1, c]))
+        rows = em.Concat(rows, zeros, axis=0)
+    if spec.x_dtype != ct:
+        rows = em.Cast(rows, to=ct)
+    values = em.Gather(rows, flat, axis=0)  # (N, Q, K, C)
+    y = em.Transpose(em.reshape(em.MatMul(weights, values), [n, queries, c]), perm=[0, 2, 1])
+    if spec.x_dtype != ct:
+        y = em.Cast(y, to=spec.x_dtype)
+    if attention.keepdims:
+        y = em.Unsqueeze(y, em.const([3], INT64))
+    replaced = {attention.output: y}
+    if attention.shapes:
+        levels, points = len(em.levels), em.extent(em.grids[0], 2)
+        stack_shape = em.shape([n, c, queries, levels, points])
+        replaced.update({value: stack_shape for value in attention.shapes})
+    return replaced
+
+
+def _on_tap_axis(values: Sequence[float], axis: int) -> np.ndarray:
+    """``values`` shaped ``(1, 1, T, 1, 1)`` (axis 0) or ``(1, 1, 1, T, 1)`` (axis 1)."""
+    return np.reshape(values, [1, 1, *[len(values) if a == axis else 1 for a in range(2)], 1])
+
+
+def _index_type(em: _Levels, target: Target) -> ir.DataType:
+    """int32 where every index surely fits (static sizes), else int64; or the target's."""
+    if target.index_dtype is not None:
+        return target.index_dtype
+    sizes, batch = em.level_sizes([2, 3]), em.x_dim(0)
+    if None in sizes or batch is None:
+        return INT64
+    return INT32 if batch * sum(sizes) < 2**31 - 1 else INT64
+
+
+def _level_starts(em: _Levels, dtype: ir.DataType) -> ir.Value:
+    """``(M,)``: where each point's level starts in a sample's rows (the sizes before it)."""
+    sizes = em.level_sizes([2, 3])
+    if None not in sizes and em.level_points is not None:
+        starts = np.cumsum([0, *sizes[:-1]])
+        return em.const(np.repeat(starts, em.level_points), dtype)
+    start, pieces = em.const([0], dtype), []
+    for level, grid in zip(em.levels, em.grids, strict=True):
+        pieces.append(em.Expand(start, em.Shape(grid, start=2, end=3)))
+        start = em.Add(start, em.level_size(level, [2, 3], dtype))
+    return em.Concat(*pieces, axis=0)
+
+
+def _total(em: _Levels, dtype: ir.DataType) -> ir.Value:
+    """N x S: the rows of every sample, and the index of the row of zeros after them."""
+    sizes, batch = em.level_sizes([2, 3]), em.x_dim(0)
+    if None not in sizes and batch is not None:
+        return em.const(batch * sum(sizes), dtype)
+    return em.once(
+        ("total", dtype),
+        lambda: em.Mul(_sample_size(em, dtype), em.level_size(em.levels[0], [0], dtype)),
+    )
+
+
+def _sample_size(em: _Levels, dtype: ir.DataType) -> ir.Value:
+    """S: a sample's rows, every level's, ``(1,)``."""
+
+    def build():
+        total = None
+        for level in em.levels:
+            size = em.level_size(level, [2, 3], dtype)
+            total = size if total is None else em.Add(total, size)
+        return total
+
+    return em.once(("sample size", dtype), build)
+
+
+def _sample_starts(em: _Levels, dtype: ir.DataType) -> ir.Value:
+    """``(N, 1, 1, 1, 1)``: n x S, where sample n's rows start."""
+    sizes, batch = em.level_sizes([2, 3]), em.x_dim(0)
+    if None not in sizes and batch is not None:
+        return em.const(np.arange(batch).reshape(batch, 1, 1, 1, 1) * sum(sizes), dtype)
+    n = em.Range(
+        em.const(0, INT64), em.Squeeze(em.Shape(em.levels[0], start=0, end=1)), em.const(1, INT64)
+    )
+    n = em.Unsqueeze(n, em.const([1, 2, 3, 4], INT64))
+    n = n if dtype == INT64 else em.Cast(n, to=dtype)
+    return em.Mul(n, _sample_size(em, dtype))
+
+
+def _per_query(em: _Levels, taps: int) -> int | ir.Value:
+    """K = L x P x taps: what one query reads."""
+    if em.level_points is not None:
+        return len(em.levels) * em.level_points * taps
+    points = em.Shape(em.grids[0], start=2, end=3)
+    return em.Mul(points, em.const([len(em.levels) * taps], INT64))
