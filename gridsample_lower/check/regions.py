@@ -117,14 +117,11 @@ def _probe(check, attention: DeformableAttention, members, reference, region, in
     """The probe of ``attention`` (``members``: its sites), or why it cannot be isolated."""
     inputs = [v.name for s in attention.samplers for v in s.inputs[:2]]
     inputs.append(attention.weights.name)
-    types = {
-        v.name: int(v.dtype)
-        for s in attention.samplers
-        for v in (*s.inputs[:2], attention.weights)
-        if v.dtype is not None
-    }
-    if len(types) != len(set(inputs)):
+    # The weights multiply the samples, so they are of X's type, which a Mul keeps.
+    types = {v.name: int(v.dtype) for s in attention.samplers for v in s.inputs[:2] if v.dtype}
+    if len(types) != len(set(inputs)) - 1:
         return "the types of its inputs are not known"
+    types[attention.weights.name] = types[inputs[0]]
     output = attention.output.name
     nodes = _closure(reference.graph, output, set(inputs))
     if isinstance(nodes, str):

@@ -335,26 +335,14 @@ def lower_attention(
         flat = index if flat is None else em.Add(flat, index)
         weights = w if weights is None else em.Mul(weights, w)
     n, c = em.batch, em.channels
-    flat = em.Add(em.Add(flat, _level_starts(em, index_type)), _sample_starts(em, index_type))
-    if inside is not None:
-        flat = where_inside(em, inside, flat, _total(em, index_type))
+    flat = em.Add(flat, _level_starts(em, index_type))  # (N, Q, T, T, M) within a sample
     queries = em.extent(em.grids[0], 1)
     per_query = _per_query(em, len(kernel.offsets) ** 2)
-    flat = em.reshape(flat, [n, queries, per_query])
     attention_weights = em.reshape(attention.weights, [n, queries, 1, 1, -1])  # (N, Q, 1, 1, M)
     if spec.x_dtype != ct:
         attention_weights = em.Cast(attention_weights, to=ct)
     weights = em.Mul(weights, attention_weights)
-    weights = em.reshape(weights, [n, queries, 1, per_query])
-    rows = [em.Transpose(em.reshape(x, [n, c, -1]), perm=[0, 2, 1]) for x in em.levels]
-    rows = em.reshape(em.Concat(*rows, axis=1), [-1, c])  # (N*S, C)
-    if inside is not None:
-        zeros = em.Expand(em.const(np.zeros((1, 1)), spec.x_dtype), em.shape([1, c]))
-        rows = em.Concat(rows, zeros, axis=0)
-    if spec.x_dtype != ct:
-        rows = em.Cast(rows, to=ct)
-    values = em.Gather(rows, flat, axis=0)  # (N, Q, K, C)
-    y = em.Transpose(em.reshape(em.MatMul(weights, values), [n, queries, c]), perm=[0, 2, 1])
+    y = _gather_rows(em, spec, index_type, flat, inside, weights, queries, per_query)
     if spec.x_dtype != ct:
         y = em.Cast(y, to=spec.x_dtype)
     if attention.keepdims:
@@ -365,6 +353,28 @@ def lower_attention(
         stack_shape = em.shape([n, c, queries, levels, points])
         replaced.update({value: stack_shape for value in attention.shapes})
     return replaced
+
+
+def _gather_rows(em, spec, index_type, flat, inside, weights, queries, per_query) -> ir.Value:
+    """``(N, C, Q)``: every tap a row of a channels-last copy of every level, one MatMul."""
+    n, c, ct = em.batch, em.channels, compute_dtype(spec)
+    zeros_row = int(inside is not None)  # each sample's last row, which outside taps read
+    starts = _sample_starts(em, index_type, zeros_row)
+    flat = em.Add(flat, starts)
+    if inside is not None:  # the sample's row of zeros: its start + S
+        size = _sample_size(em, index_type, 0)
+        past_end = em.Add(starts, em.const(size, index_type) if isinstance(size, int) else size)
+        flat = where_inside(em, inside, flat, past_end)
+    flat = em.reshape(flat, [n, queries, per_query])
+    weights = em.reshape(weights, [n, queries, 1, per_query])
+    rows = [em.Transpose(em.reshape(x, [n, c, -1]), perm=[0, 2, 1]) for x in em.levels]
+    if zeros_row:
+        rows.append(em.Expand(em.const(np.zeros((1, 1, 1)), spec.x_dtype), em.shape([n, 1, c])))
+    rows = em.reshape(em.Concat(*rows, axis=1), [-1, c])  # (N*(S + 1), C), one copy
+    if spec.x_dtype != ct:
+        rows = em.Cast(rows, to=ct)
+    values = em.Gather(rows, flat, axis=0)  # (N, Q, K, C)
+    return em.Transpose(em.reshape(em.MatMul(weights, values), [n, queries, c]), perm=[0, 2, 1])
 
 
 def _on_tap_axis(values: Sequence[float], axis: int) -> np.ndarray:
@@ -395,41 +405,33 @@ def _level_starts(em: _Levels, dtype: ir.DataType) -> ir.Value:
     return em.Concat(*pieces, axis=0)
 
 
-def _total(em: _Levels, dtype: ir.DataType) -> ir.Value:
-    """N x S: the rows of every sample, and the index of the row of zeros after them."""
-    sizes, batch = em.level_sizes([2, 3]), em.x_dim(0)
-    if None not in sizes and batch is not None:
-        return em.const(batch * sum(sizes), dtype)
-    return em.once(
-        ("total", dtype),
-        lambda: em.Mul(_sample_size(em, dtype), em.level_size(em.levels[0], [0], dtype)),
-    )
-
-
-def _sample_size(em: _Levels, dtype: ir.DataType) -> ir.Value:
-    """S: a sample's rows, every level's, ``(1,)``."""
+def _sample_size(em: _Levels, dtype: ir.DataType, extra: int) -> int | ir.Value:
+    """A sample's rows, every level's, and ``extra`` rows of zeros after them."""
+    sizes = em.level_sizes([2, 3])
+    if None not in sizes:
+        return sum(sizes) + extra
 
     def build():
-        total = None
+        total = em.const([extra], dtype) if extra else None
         for level in em.levels:
             size = em.level_size(level, [2, 3], dtype)
             total = size if total is None else em.Add(total, size)
         return total
 
-    return em.once(("sample size", dtype), build)
+    return em.once(("sample size", dtype, extra), build)
 
 
-def _sample_starts(em: _Levels, dtype: ir.DataType) -> ir.Value:
-    """``(N, 1, 1, 1, 1)``: n x S, where sample n's rows start."""
-    sizes, batch = em.level_sizes([2, 3]), em.x_dim(0)
-    if None not in sizes and batch is not None:
-        return em.const(np.arange(batch).reshape(batch, 1, 1, 1, 1) * sum(sizes), dtype)
+def _sample_starts(em: _Levels, dtype: ir.DataType, extra: int) -> ir.Value:
+    """``(N, 1, 1, 1, 1)``: where sample n's rows start, its ``extra`` rows of zeros included."""
+    size, batch = _sample_size(em, dtype, extra), em.x_dim(0)
+    if isinstance(size, int) and batch is not None:
+        return em.const(np.arange(batch).reshape(batch, 1, 1, 1, 1) * size, dtype)
     n = em.Range(
         em.const(0, INT64), em.Squeeze(em.Shape(em.levels[0], start=0, end=1)), em.const(1, INT64)
     )
     n = em.Unsqueeze(n, em.const([1, 2, 3, 4], INT64))
     n = n if dtype == INT64 else em.Cast(n, to=dtype)
-    return em.Mul(n, _sample_size(em, dtype))
+    return em.Mul(n, em.const(size, dtype) if isinstance(size, int) else size)
 
 
 def _per_query(em: _Levels, taps: int) -> int | ir.Value:

@@ -296,7 +296,7 @@ TARGETS: dict[str, Target] = {
         Target(
             "onnxruntime",
             "lower what onnxruntime cannot run, and what runs faster lowered (MatMul, "
-            "BatchNormalization)",
+            "BatchNormalization); deformable attention as one unit",
             keeps=_onnxruntime_keeps,
             fuses_attention=True,
         ),

@@ -1,0 +1,109 @@
+"""Time multi-scale deformable attention: native, lowered node by node, and lowered as one unit.
+
+``gridsample_lower.models.deformable_attention_model`` at the corpus' tiny sizes and at the
+sizes Deformable DETR, RT-DETR and Mask2Former run at for a 640x640 image (8 heads of 32
+channels, levels at strides 8-64, 4 points): onnxruntime's own GridSample with the stack,
+Mul and ReduceSum; the onnxruntime target with fusion turned off (each GridSample lowered
+alone); and the onnxruntime target as it is (the attention lowered as one unit). 1 thread,
+interleaved rounds, median per round; every variant's output is checked against native's.
+
+Run: ``pip install -e ".[test]" && python bench/attention.py [--rounds 5] [--budget 0.2]
+[--out bench/results/attention.md]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import os
+import pathlib
+import platform
+
+import numpy as np
+import onnxruntime as ort
+from common import median_ms  # (bench/ is on the path)
+
+from gridsample_lower import lower
+from gridsample_lower.lowering.targets import TARGETS
+from gridsample_lower.models import deformable_attention_model
+
+# name: (levels, N = batch x heads, C, Q, P)
+CASES = {
+    "Deformable DETR tiny (corpus), encoder": ([(12, 12), (6, 6), (3, 3), (2, 2)], 2, 16, 193, 4),
+    "RT-DETR tiny (corpus), decoder": ([(12, 12), (6, 6), (3, 3)], 2, 16, 20, 4),
+    "Deformable DETR 640x640, decoder": ([(80, 80), (40, 40), (20, 20), (10, 10)], 8, 32, 300, 4),
+    "RT-DETR 640x640, decoder": ([(80, 80), (40, 40), (20, 20)], 8, 32, 300, 4),
+    "Mask2Former 640x640, pixel decoder": ([(80, 80), (40, 40), (20, 20)], 8, 32, 8400, 4),
+    "Deformable DETR 640x640, encoder": ([(80, 80), (40, 40), (20, 20), (10, 10)], 8, 32, 8500, 4),
+}
+NODE_BY_NODE = dataclasses.replace(TARGETS["onnxruntime"], fuses_attention=False)
+
+
+def _session(model):
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    options.log_severity_level = 4
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    return lambda feeds: session.run(None, feeds)[0]
+
+
+def _inputs(levels, n, c, q, p, rng) -> dict[str, np.ndarray]:
+    """Values and grids as a model makes them: sampling points around [-1, 1], softmax weights."""
+    feeds = {}
+    for level, (height, width) in enumerate(levels):
+        feeds[f"X{level}"] = rng.standard_normal((n, c, height, width)).astype(np.float32)
+        feeds[f"grid{level}"] = rng.uniform(-1.05, 1.05, (n, q, p, 2)).astype(np.float32)
+    weights = rng.random((n, 1, q, len(levels) * p))
+    feeds["weights"] = (weights / weights.sum(-1, keepdims=True)).astype(np.float32)
+    return feeds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--budget", type=float, default=0.2, help="seconds per call and round")
+    parser.add_argument(
+        "--out", default=str(pathlib.Path(__file__).parent / "results" / "attention.md")
+    )
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    rows = []
+    for name, (levels, n, c, q, p) in CASES.items():
+        model = deformable_attention_model(levels, n, c, q, p)
+        feeds = _inputs(levels, n, c, q, p, rng)
+        runners = {
+            "native": _session(model),
+            "node by node": _session(lower(model, target=NODE_BY_NODE, lower_all=True)),
+            "one unit": _session(lower(model, target="onnxruntime", lower_all=True)),
+        }
+        expected = runners["native"](feeds)
+        for variant, run in runners.items():
+            error = float(np.max(np.abs(run(feeds) - expected)))
+            assert error < 1e-4, (name, variant, error)
+        ms = median_ms(
+            {k: (lambda r=r, f=feeds: r(f)) for k, r in runners.items()}, args.rounds, args.budget
+        )
+        rows.append(
+            f"| {name} | {len(levels)} x {levels[0][0]}x{levels[0][1]}.. | {n} | {c} | {q} | {p} "
+            f"| {ms['native']:.3f} | {ms['node by node'] / ms['native']:.2f} "
+            f"| {ms['one unit'] / ms['native']:.2f} |"
+        )
+        print(rows[-1], flush=True)
+    load = os.getloadavg()[0]
+    head = (
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores (load average {load:.1f}), "
+        f"1 thread; onnxruntime {ort.__version__}; `python bench/attention.py --rounds "
+        f"{args.rounds} --budget {args.budget}` ({datetime.date.today()}). Ratios: lowered / "
+        "native, same run, interleaved rounds.\n\n"
+        "| case | levels | N | C | Q | P | native ms | node by node | one unit |\n"
+        "|---|---|---|---|---|---|---|---|---|\n"
+    )
+    pathlib.Path(args.out).write_text(head + "\n".join(rows) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

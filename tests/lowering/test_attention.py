@@ -1,0 +1,170 @@
+"""Deformable attention lowered as one unit: found where exporters write it, exact, else node by node.
+
+Judged by onnxruntime running the original model (its native GridSample), or, for NaN grids,
+float16 X and what onnxruntime cannot run, by the check's oracle (onnx.reference with the
+reference GridSample kernel).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from onnx import helper
+
+from gridsample_lower import lower
+from gridsample_lower.check.oracle import Oracle
+from gridsample_lower.check.tolerances import tolerance
+from gridsample_lower.lowering.passes import LowerGridSamplePass
+from gridsample_lower.models import deformable_attention_model
+from gridsample_lower.runtime import onnxruntime_runner
+
+LEVELS = [(7, 9), (4, 5), (2, 3)]  # not powers of two, not square
+BATCH, CHANNELS, QUERIES, POINTS = 2, 3, 5, 3
+
+
+def feeds(model: onnx.ModelProto, dtype=np.float32, seed: int = 0, far: bool = False) -> dict:
+    """Inputs for ``deformable_attention_model(LEVELS, ...)``: grids past [-1, 1], softmax weights."""
+    rng = np.random.default_rng(seed)
+    values = {}
+    for level, (height, width) in enumerate(LEVELS):
+        values[f"X{level}"] = rng.standard_normal((BATCH, CHANNELS, height, width)).astype(dtype)
+        grid = rng.uniform(-1.3, 1.3, (BATCH, QUERIES, POINTS, 2))
+        lattice = rng.integers(-4, 5, grid.shape) / 4.0  # taps on pixel centres and edges
+        grid = np.where(rng.random(grid.shape) < 0.3, lattice, grid)
+        if far:
+            grid = np.where(
+                rng.random(grid.shape) < 0.2, rng.choice([-517.25, 60.125], grid.shape), grid
+            )
+        values[f"grid{level}"] = grid.astype(dtype)
+    weights = rng.random((BATCH, 1, QUERIES, len(LEVELS) * POINTS))
+    values["weights"] = (weights / weights.sum(-1, keepdims=True)).astype(dtype)
+    return values
+
+
+def truth(model: onnx.ModelProto, values: dict) -> np.ndarray:
+    """The original model's output: onnxruntime's kernel, else the check's reference."""
+    finite = all(np.isfinite(v.astype(np.float64)).all() for v in values.values())
+    native = finite and values["X0"].dtype in (np.float32, np.float64)
+    return Oracle(model, native=native)(values)[0]
+
+
+def fused(model: onnx.ModelProto, target: str = "onnxruntime") -> tuple[onnx.ModelProto, dict]:
+    """The model lowered by the pass (every node), and the attentions it lowered as one unit."""
+    lowered = ir.serde.deserialize_model(model)
+    result = LowerGridSamplePass(target=target)(lowered)
+    return ir.serde.serialize_model(result.model), result.attentions
+
+
+def assert_close(actual, expected, dtype, mode):
+    atol, rtol = tolerance(np.dtype(dtype), mode)
+    np.testing.assert_allclose(actual, expected, atol=atol, rtol=rtol)
+
+
+@pytest.mark.parametrize(
+    "mode,padding,align",
+    list(itertools.product(["linear", "cubic"], ["zeros", "border", "reflection"], [0, 1])),
+)
+def test_fused_attention_is_the_original(mode, padding, align):
+    model = deformable_attention_model(
+        LEVELS, BATCH, CHANNELS, QUERIES, POINTS, mode, padding, align
+    )
+    candidate, attentions = fused(model)
+    assert attentions == {"sample0+": ["sample0", "sample1", "sample2"]}
+    assert "GridSample" not in {n.op_type for n in candidate.graph.node}
+    for seed, far in ((0, False), (1, True)):
+        values = feeds(model, seed=seed, far=far)
+        actual = onnxruntime_runner(candidate)(values)[0]
+        assert_close(actual, truth(model, values), np.float32, mode)
+
+
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize("symbolic", [False, True])
+def test_both_exporters_spellings_and_keepdims(symbolic, keepdims):
+    """Dynamo's constant Reshape, TorchScript's Reshape to the stack's own shape, symbolic."""
+    model = deformable_attention_model(
+        LEVELS, BATCH, CHANNELS, QUERIES, POINTS, symbolic=symbolic, keepdims=keepdims
+    )
+    candidate, attentions = fused(model)
+    assert len(attentions) == 1
+    used = {name for node in candidate.graph.node for name in node.input}
+    outputs = {o.name for o in candidate.graph.output}
+    dead = [n.name for n in candidate.graph.node if not set(n.output) & (used | outputs)]
+    assert not dead  # the stack's Shape and the Slice of it went with it
+    values = feeds(model)
+    assert_close(
+        onnxruntime_runner(candidate)(values)[0], truth(model, values), np.float32, "linear"
+    )
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float64])
+def test_other_float_types(dtype):
+    model = deformable_attention_model(LEVELS, BATCH, CHANNELS, QUERIES, POINTS, dtype=dtype)
+    candidate, attentions = fused(model)
+    assert attentions
+    values = feeds(model, dtype=dtype)
+    actual = onnxruntime_runner(candidate)(values)[0]
+    assert actual.dtype == dtype
+    assert_close(actual, truth(model, values), dtype, "linear")
+
+
+def test_non_finite_grid_gives_what_the_reference_gives():
+    """A NaN or infinite coordinate makes its query NaN, as the kernel does; the rest stay."""
+    model = deformable_attention_model(LEVELS, BATCH, CHANNELS, QUERIES, POINTS)
+    candidate, _ = fused(model)
+    values = feeds(model)
+    values["grid1"][0, 2, 1, 0] = np.nan
+    values["grid2"][1, 4, 0, 1] = np.inf
+    expected = truth(model, values)
+    assert np.isnan(expected[0, :, 2]).all() and np.isnan(expected[1, :, 4]).all()
+    np.testing.assert_allclose(onnxruntime_runner(candidate)(values)[0], expected, atol=1e-5)
+
+
+def _edited(model: onnx.ModelProto, edit) -> onnx.ModelProto:
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    edit(copy.graph)
+    return copy
+
+
+def _channel_weights(graph):  # weights (N, C, Q, L*P): one per channel, not foldable
+    graph.input[-1].type.tensor_type.shape.dim[1].dim_value = CHANNELS
+
+
+def _nearest_level(graph):
+    (mode,) = [a for a in graph.node[2].attribute if a.name == "mode"]
+    mode.s = b"nearest"  # one level's (sample1's) mode differs
+
+
+def _stack_read_twice(graph):
+    graph.output.append(helper.make_tensor_value_info("stack", onnx.TensorProto.FLOAT, None))
+
+
+@pytest.mark.parametrize("edit", [_channel_weights, _nearest_level, _stack_read_twice])
+def test_what_departs_from_the_pattern_is_lowered_node_by_node(edit):
+    model = _edited(deformable_attention_model(LEVELS, BATCH, CHANNELS, QUERIES, POINTS), edit)
+    candidate, attentions = fused(model)
+    assert not attentions
+    values = feeds(model)
+    if edit is _channel_weights:
+        values["weights"] = np.repeat(values["weights"], CHANNELS, axis=1) * [
+            [[[1.0]], [[0.5]], [[2.0]]]
+        ]
+        values["weights"] = values["weights"].astype(np.float32)
+    actual = onnxruntime_runner(candidate)(values)
+    expected = Oracle(model, native=True)(values)
+    for a, e in zip(actual, expected, strict=True):
+        np.testing.assert_allclose(a, e, atol=1e-5)
+
+
+def test_only_the_onnxruntime_target_fuses_and_the_api_agrees():
+    model = deformable_attention_model(LEVELS, BATCH, CHANNELS, QUERIES, POINTS)
+    assert fused(model, "generic")[1] == {}
+    names = {
+        n.name.rpartition("/")[0]
+        for n in lower(model, target="onnxruntime", lower_all=True).graph.node
+    }
+    assert "sample0+" in names
