@@ -31,10 +31,12 @@ import pathlib
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import onnxruntime as ort
 import pytest
 
 from gridsample_lower import UnsupportedGridSample, lower, verify
+from gridsample_lower.lowering.passes import LowerGridSamplePass
 from gridsample_lower.lowering.targets import TARGETS, Target
 from gridsample_lower.runtime import onnxruntime_runner
 
@@ -315,3 +317,29 @@ def test_onnxruntime_runs_a_double_grid_only_lowered(name):
         _run_ort(_original(name), _arrays(name)[0], optimized=False)
     lowered = _lowered(name, "onnxruntime", False)  # what onnxruntime cannot run is lowered
     _assert_matches(name, _run_ort(lowered, _arrays(name)[0]), "onnxruntime target, onnxruntime")
+
+
+# The models with multi-scale deformable attention, and their feature levels.
+DEFORMABLE_ATTENTION = {"deformable_detr": 4, "rt_detr": 3, "mask2former_pixel_decoder": 3}
+ATTENTION_MODELS = [n for n in NAMES if MANIFEST[n]["model"] in DEFORMABLE_ATTENTION]
+
+
+@pytest.mark.parametrize("name", ATTENTION_MODELS)
+def test_deformable_attention_is_lowered_as_one_unit_and_checked_so(name):
+    """The onnxruntime target fuses every attention of both exporters; the check names each."""
+    model = ir.serde.deserialize_model(_original(name))
+    result = LowerGridSamplePass(target="onnxruntime")(model)
+    fused = [g for members in result.attentions.values() for g in members]
+    assert len(fused) == MANIFEST[name]["gridsample"]
+    assert (
+        len(result.attentions)
+        == MANIFEST[name]["gridsample"] // DEFORMABLE_ATTENTION[MANIFEST[name]["model"]]
+    )
+    lowered = ir.serde.serialize_model(result.model)
+    report = verify(_original(name), lowered, samples=1)
+    assert report.ok, report.table()
+    assert sorted(c.name for c in report.nodes if c.members and c.checked) == sorted(
+        result.attentions
+    )
+    inputs, _ = _arrays(name)
+    _assert_matches(name, _run_ort(lowered, inputs), "onnxruntime target, one unit, onnxruntime")
