@@ -43,6 +43,14 @@ BY_CHANNEL_INT64_CHANNELS = 4  # ...and up to this many whose indices are int64
 # 32x128x128 X, linear 8.4 vs 5.7 ms, cubic 28 vs 21).
 FUSED_ROWS_MAX_BATCH = 1
 SLOT_MAX_RATIO = 4  # a zero slot appended to X pays while X is at most this many times the points
+# Zeros padding of linear and cubic: X padded by a ring of zeros is a copy of X. Where X holds
+# at least this many times the values the taps read, the taps are read unpadded and masked
+# once gathered (one Where over them) instead (``masked_taps_pay``). onnxruntime target,
+# lowered / native, ring -> masked, by S / (taps x P) (a loaded machine, 1 thread):
+# 64 (3-D, 1x2x96x128x160 to 12x16x20): 11.3 -> 0.62; 25 (480x640 to 48x64): 4.4 -> 2.3;
+# 8 (3-D, to 24x32x40): 0.66 -> 0.44; 6.2 (cubic, to 48x64): 1.0 -> 1.12; 4 (linear, to
+# 120x160): 1.7 -> 2.15; 1 (cubic, to 120x160): 0.57 -> 0.97.
+MASKED_TAPS_MIN_RATIO = 8
 # Linear samples read by the target's own kernel (MNN, ncnn) are normalized again for it, which
 # moves them by about L * 2**-24 pixels: up to this size of every sampled axis their error stays
 # within float32's tolerance (random unit data, grid in [-1.1, 1.1], 64x64 points, against
@@ -167,6 +175,20 @@ def rows_pay(sizes: Sizes, taps: int, target: Target) -> bool:
     cached = (sizes.batch or 1) * channels * spatial <= ROWS_MAX_ELEMENTS
     copies = 1 if scaled and channels >= SCALED_FULL_COPY_CHANNELS else 2
     return (matmul or scaled or cached) and copies * spatial <= taps * points
+
+
+def masked_taps_pay(sizes: Sizes, taps: int) -> bool:
+    """Whether zeros padding masks linear or cubic taps once gathered rather than padding X.
+
+    A ring of zeros around X copies all of X; a Where over the gathered taps costs about as
+    much per value as a few copies, so it pays where X is ``MASKED_TAPS_MIN_RATIO`` times the
+    values the taps read or more: a small output from a large X (a crop, a warp to a
+    thumbnail, a volume resampled coarsely). Static sizes only.
+    """
+    spatial, points = sizes.spatial, sizes.points
+    if spatial is None or points is None:
+        return False
+    return spatial >= MASKED_TAPS_MIN_RATIO * taps * points
 
 
 def matmul_pays(sizes: Sizes, taps: int, target: Target) -> bool:
@@ -343,7 +365,12 @@ STRATEGIES = [
     ),
     Strategy("ring", "1", "the same with rows: every tap clamped onto a ring of one zero"),
     Strategy(
-        "ring", "0", "other paddings, nearest; integer and bfloat16 X mask the weights instead"
+        "ring",
+        "0",
+        "other paddings, nearest; integer and bfloat16 X mask the weights instead; and float X "
+        f"with static sizes of at least {MASKED_TAPS_MIN_RATIO}x the values the taps read "
+        "(S >= ratio x taps x P), where the taps are gathered by GatherElements unpadded and "
+        "masked by a Where (on targets with Pad, GatherElements and a fast Where, but openvino)",
     ),
     Strategy(
         "zero_slot",

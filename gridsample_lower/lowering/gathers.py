@@ -103,6 +103,9 @@ def _gather_elements(
             values = em.Mul(values, em.Add(em.Unsqueeze(hi, one), em.Unsqueeze(lo, one)))
         return em.ReduceSum(values, em.const(list(range(2, 2 + r)), INT64), keepdims=0)
     values = em.reshape(values, [n, c, plan.taps, *points])
+    if plan.masks_values:  # outside taps add 0, whatever pixel they were clamped to
+        kept = em.reshape(inside, [n, 1, plan.taps, *points])
+        values = em.Where(kept, values, _zero(em, ct))
     weights = em.reshape(weights, [n, 1, plan.taps, *points])
     return em.ReduceSum(em.Mul(values, weights), em.const([2], INT64), keepdims=0)
 

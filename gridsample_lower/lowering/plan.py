@@ -131,6 +131,8 @@ class Plan:
             parts.append("from X's planes")
         if self.zero_slot:
             parts.append("zero slot")
+        elif self.masks_values and self.sum != "none":
+            parts.append("masked taps")
         if self.flat_points:
             parts.append("points on one axis")
         index = f"{self.index_type.name.lower()} indices"
@@ -153,8 +155,8 @@ def plan_of(
 ) -> Plan:
     """Every choice for a node of ``spec`` with these shapes (ints where static) on ``target``.
 
-    ``force`` (tests only) overrides the forms ``gather``, ``sum``, ``zero_slot``, ``tiled`` or
-    ``interleaved``
+    ``force`` (tests only) overrides the forms ``gather``, ``sum``, ``masks``, ``zero_slot``,
+    ``tiled`` or ``interleaved``
     before the choices that depend on them are made: every form can then be run on tiny shapes.
     """
     force = dict(force or {})
@@ -162,13 +164,24 @@ def plan_of(
     taps = TAPS_PER_AXIS[spec.mode] ** spec.rank
     why: dict[str, str] = {}
     rows, why["gather"] = _choose_gather(spec, given, taps, target)
+    masked_taps, why["masks"] = _choose_masked_taps(spec, given, taps, target)
+    if "masks" in force:
+        masked_taps, why["masks"] = bool(force.pop("masks")), "forced"
+    elif "gather" in force or "sum" in force:  # (a forced form is run as it is: with a ring)
+        masked_taps, why["masks"] = False, "forced"
+    if masked_taps:  # (GatherElements: each tap is masked before it is weighed)
+        rows = False
     if "gather" in force:
         rows, why["gather"] = force.pop("gather") == "rows", "forced"
     ring, why["ring"] = _choose_ring(spec, rows, target)
+    if masked_taps:
+        ring, why["ring"] = 0, "the taps are masked once gathered: X is not padded"
     gathered = given.padded(ring)  # what the index types and the copy are judged by
     sample_type, index_type, why["index_type"] = _choose_index_types(gathered, rows, target)
-    masks = spec.mode == "nearest" and spec.padding_mode == "zeros"
+    masks = spec.padding_mode == "zeros" and (spec.mode == "nearest" or masked_taps)
     zero_slot, why["zero_slot"] = _choose_zero_slot(spec, gathered, masks, rows, target)
+    if masked_taps:
+        zero_slot, why["zero_slot"] = False, "X is far larger than the taps: a Where masks them"
     if "zero_slot" in force:
         zero_slot, why["zero_slot"] = bool(force.pop("zero_slot")) and masks, "forced"
     per_point = ring > 0 and not rows
@@ -178,6 +191,8 @@ def plan_of(
         position_type = INT32
         why["position_type"] = "int32's Cast, Clip and Mul run 3-5x faster than int64's"
     combine, why["sum"] = _choose_sum(spec, given, taps, target, rows, sample_type == INT64)
+    if masked_taps and combine == "by_channel":
+        combine, why["sum"] = "reduce_sum", "masked taps: one Where, one Mul, one ReduceSum"
     if (
         rows
         and combine == "chain"
@@ -307,6 +322,25 @@ def _choose_sum(
     if costs.by_channel_pays(sizes, taps, target, int64):
         return "by_channel", "each channel's taps summed by a MatMul with ones"
     return "reduce_sum", "every tap of every channel in one GatherElements, one ReduceSum"
+
+
+def _choose_masked_taps(
+    spec: GridSampleSpec, sizes: costs.Sizes, taps: int, target: Target
+) -> tuple[bool, str]:
+    """Whether zeros padding masks linear or cubic taps once gathered, and why (not).
+
+    Exact as the ring is (an outside tap adds 0, whatever pixel it was clamped to), without
+    padding X: where X is far larger than what the taps read (``costs.masked_taps_pay``).
+    """
+    if spec.mode == "nearest" or spec.padding_mode != "zeros" or not ring_width(spec, False):
+        return False, ""
+    forms = target.allows("GatherElements") and target.allows("Where") and target.allows("Pad")
+    if not forms or target.reduced_storage or target.float_index_math or target.slow_where:
+        return False, ""
+    if costs.masked_taps_pay(sizes, taps):
+        ratio = costs.MASKED_TAPS_MIN_RATIO
+        return True, f"X holds {ratio}x the values the taps read or more: a ring would copy it"
+    return False, "X padded by a ring of zeros: its copy costs less than masking every tap"
 
 
 def _choose_ring(spec: GridSampleSpec, rows: bool, target: Target) -> tuple[int, str]:

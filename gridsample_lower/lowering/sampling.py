@@ -103,7 +103,7 @@ def interpolate(
     each point's first tap (``ring_base``, ``plan.per_point``); a ring of one clamps every tap.
     """
     r, ct = spec.rank, compute_dtype(spec)
-    indices, weights = [], None
+    indices, weights, masked = [], None, None
     if plan.interleaved:
         indices, weights = _interleaved_taps(em, grid, spec, plan, kernel)
     for axis, g in enumerate([] if plan.interleaved else grid_coordinates(em, grid, spec)):
@@ -124,7 +124,9 @@ def interpolate(
                 index, inside = positions, None
             else:
                 index, inside = tap_indices(em, positions, axis, spec, ct)
-            if inside is not None:  # a multiply by 0 or 1 is exact, and 5x cheaper than Where
+            if inside is not None and plan.masks:  # every tap masked once gathered
+                masked = inside if masked is None else em.logical_and(masked, inside)
+            elif inside is not None:  # a multiply by 0 or 1 is exact, 5x cheaper than Where
                 w = em.Mul(w, em.Cast(inside, to=ct))
         indices.append(index)
         weights = w if weights is None else em.Mul(weights, w)
@@ -133,7 +135,9 @@ def interpolate(
         em = em.with_x(x)
     offsets = [o + plan.ring for o in kernel.offsets] if plan.per_point else None
     integers = plan.interleaved and not positions_exact_in_bf16(em, spec, plan)
-    y = gather_and_combine(em, x, spec, plan, indices, weights, offsets=offsets, integers=integers)
+    y = gather_and_combine(
+        em, x, spec, plan, indices, weights, masked, offsets=offsets, integers=integers
+    )
     return _cast_result(em, y, spec, ct)
 
 

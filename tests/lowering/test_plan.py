@@ -16,6 +16,7 @@ import pytest
 from conftest import assert_close, make_grid, oracle, run_ort, spec_model
 from onnxscript import rewriter
 
+from gridsample_lower import lower
 from gridsample_lower.check.reference import grid_sample
 from gridsample_lower.lowering import costs
 from gridsample_lower.lowering.plan import plan_of
@@ -152,6 +153,34 @@ TABLE = [
         {"ring": 4},
     ),
     ("no ring, border", LINEAR, [1, 3, 8, 8], _points(64), "generic", {"ring": 0}),
+    # MASKED_TAPS_MIN_RATIO = 8: X of 8x the values the taps read, or more: no ring, a Where
+    (
+        "S = 8 x 4P",
+        LINEAR_ZEROS,
+        [1, 3, 32, 32],
+        _points(32),
+        "generic",
+        {"ring": 0, "masks": True},
+    ),
+    (
+        "S < 8 x 4P",
+        LINEAR_ZEROS,
+        [1, 3, 32, 32],
+        _points(33),
+        "generic",
+        {"ring": 2, "masks": False},
+    ),
+    (
+        "masked, rows",
+        LINEAR_ZEROS,
+        [1, 64, 32, 32],
+        _points(32),
+        "onnxruntime",
+        {"gather": "elements", "masks": True, "sum": "reduce_sum"},
+    ),
+    ("masked, unknown", LINEAR_ZEROS, [1, 3, "H", "W"], _points(1), "generic", {"ring": 2}),
+    ("masked, openvino", LINEAR_ZEROS, [1, 3, 32, 32], _points(1), "openvino", {"masks": False}),
+    ("masked, webnn", LINEAR_ZEROS, [1, 3, 32, 32], _points(1), "webnn", {"masks": False}),
     # TILE = 128, ALIASED_BYTES = 2048, TILED_MAX_VALUES = 2**20: each channel's pixels a multiple of 2 kB
     ("512 float32 pixels", LINEAR, [1, 40, 16, 32], _points(256), "generic", {"tiled": True}),
     ("528 pixels", LINEAR, [1, 40, 16, 33], _points(264), "generic", {"tiled": False}),
@@ -328,6 +357,7 @@ FORMS = [
     {"gather": "rows", "sum": "scaled"},
     {"gather": "rows", "sum": "matmul"},
     {"gather": "rows", "sum": "chain", "tiled": True},
+    {"gather": "elements", "sum": "reduce_sum", "masks": True},
 ]
 NEAREST_FORMS = [
     {"gather": gather, "zero_slot": slot}
@@ -380,6 +410,28 @@ def test_every_forced_form_matches_the_oracle(spec, form, target, rng):
     lowered = rewriter.rewrite(model, [rule])
     assert all(node.op_type != "GridSample" for node in lowered.graph.node)
     assert_close(run_ort(lowered, {"X": x, "grid": grid}), oracle(spec, x, grid), spec.mode)
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+@pytest.mark.parametrize("align", [0, 1])
+def test_masked_taps_are_exact_beside_infinite_pixels(mode, align, rng):
+    """A large X and few points: taps masked once gathered, not X padded; an outside tap adds
+    0 even where it was clamped onto an infinite or NaN pixel, as in onnxruntime's kernel."""
+    spec = GridSampleSpec(2, mode, "zeros", align)
+    x = rng.standard_normal((2, 3, 40, 48)).astype(np.float32)
+    x[:, :, 0, :] = np.inf  # the first row and last column: what outside taps are clamped to
+    x[:, 1, :, -1] = np.nan
+    edges = np.array([[-1.02, -0.3], [1.03, 0.2], [0.1, -1.04], [0.4, 1.01], [0.0, 0.0]])
+    grid = np.tile(edges, (2, 1, 1, 1)).reshape(2, 1, 5, 2).astype(np.float32)
+    model = spec_model(spec, x, grid)
+    assert plan_of(spec, x.shape, grid.shape, get_target("onnxruntime")).masks
+    lowered = lower(model, target="onnxruntime", lower_all=True)
+    assert "Pad" not in {node.op_type for node in lowered.graph.node}
+    expected = oracle(spec, x, grid)
+    np.testing.assert_array_equal(
+        np.isnan(run_ort(lowered, {"X": x, "grid": grid})), np.isnan(expected)
+    )
+    assert_close(run_ort(lowered, {"X": x, "grid": grid}), expected, mode)
 
 
 PLANE_SPECS = [
