@@ -17,8 +17,8 @@ ones, from a seeded numpy generator; an export whose axes are static at the size
 needs is listed with the reason, untimed.
 
 Run: ``pip install -e ".[test]" && python bench/models.py [--size stored|deploy|both]
-[--rounds 5] [--budget 0.2] [--only NAME ...] [--out FILE]``; the table goes to
-``bench/results/models.md`` (stored) or ``bench/results/models_deploy.md`` (deploy, both).
+[--rounds 5] [--budget 0.2] [--only NAME ...] [--out bench/results/models.md]``; with
+``--size both`` the file holds both tables, from the same run.
 """
 
 from __future__ import annotations
@@ -348,15 +348,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--budget", type=float, default=0.2, help="Seconds per variant per round.")
     parser.add_argument("--only", nargs="*", default=None, help="Corpus models to time.")
-    parser.add_argument(
-        "--out",
-        type=pathlib.Path,
-        default=None,
-        help="Default: bench/results/models.md (stored), models_deploy.md (deploy, both).",
-    )
+    parser.add_argument("--out", type=pathlib.Path, default=RESULTS / "models.md")
     parser.add_argument("--note", default="", help="A sentence on the machine's state.")
     args = parser.parse_args()
-    out = args.out or RESULTS / ("models.md" if args.size == "stored" else "models_deploy.md")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     manifest = json.loads((CORPUS / "manifest.json").read_text())["models"]
     names = args.only or sorted(manifest)
@@ -394,8 +388,8 @@ def main() -> None:
     lines = [
         f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, 1 thread"
         f" per runtime; onnxruntime {ort.__version__}, OpenVINO {ov.__version__} (f32 hint); "
-        f"`{command}` ({datetime.date.today()}; load average {load:.1f} at the start, "
-        f"{os.getloadavg()[0]:.1f} at the end). {args.note}".rstrip(),
+        f"`{command}` ({datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; load average "
+        f"{load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end). {args.note}".rstrip(),
         "",
         "Lowered: `--target onnxruntime --lower-all` on onnxruntime, `--target openvino "
         "--lower-all` on OpenVINO. ms: median of interleaved rounds; ratio: lowered / original.",
@@ -416,9 +410,9 @@ def main() -> None:
                 "An export whose axes are static is listed, untimed.",
             ]
         lines += ["", *tables[size]]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(lines) + "\n")
-    print(f"wrote {out}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("\n".join(lines) + "\n")
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":
