@@ -1,16 +1,24 @@
 """Time the real-model corpus, original against lowered, on onnxruntime and OpenVINO (f32).
 
-Each model of ``testdata/corpus`` runs on its stored inputs: on onnxruntime the original and
-``lower(target="onnxruntime", lower_all=True)``, on OpenVINO (``INFERENCE_PRECISION_HINT: f32``)
-the original and ``lower(target="openvino", lower_all=True)``, one thread each. The variants
-run in interleaved rounds; each gets the median of its rounds. A lowered model whose outputs
-leave both the stored expected outputs and its runtime's run of the original (by the manifest's
-tolerance, relative to the output's scale) is marked, not timed away. Where a runtime cannot
-run the original (onnxruntime: a double grid with float X; OpenVINO: a float16 AffineGrid, a
-5-D GridSample), only the lowered model is timed.
+Each model of ``testdata/corpus`` runs on its stored inputs (``--size stored``, the default:
+the tiny sizes it was exported at), at a deployment size (``--size deploy``), or both in one
+run (``--size both``): on onnxruntime the original and ``lower(target="onnxruntime",
+lower_all=True)``, on OpenVINO (``INFERENCE_PRECISION_HINT: f32``) the original and
+``lower(target="openvino", lower_all=True)``, one thread each. The variants run in interleaved
+rounds; each gets the median of its rounds. A lowered model whose outputs leave both the
+reference outputs and its runtime's run of the original (by the manifest's tolerance, relative
+to the output's scale) is marked, not timed away; the reference is the stored expected outputs
+at the stored size, onnxruntime's run of the original at a deployment size. Where a runtime
+cannot run the original (onnxruntime: a double grid with float X; OpenVINO: a float16
+AffineGrid, a 5-D GridSample), only the lowered model is timed.
 
-Run: ``pip install -e ".[test]" && python bench/models.py [--rounds 5] [--budget 0.2]
-[--only NAME ...] [--out bench/results/models.md]``.
+Deployment inputs (``DEPLOY``) are built as ``testdata/corpus/make_corpus.py`` builds the stored
+ones, from a seeded numpy generator; an export whose axes are static at the sizes a deployment
+needs is listed with the reason, untimed.
+
+Run: ``pip install -e ".[test]" && python bench/models.py [--size stored|deploy|both]
+[--rounds 5] [--budget 0.2] [--only NAME ...] [--out bench/results/models.md]``; with
+``--size both`` the file holds both tables, from the same run.
 """
 
 from __future__ import annotations
@@ -21,6 +29,8 @@ import json
 import os
 import pathlib
 import platform
+import re
+from collections.abc import Callable
 
 import numpy as np
 import onnx
@@ -31,6 +41,8 @@ from common import median_ms  # (bench/ is on the path)
 from gridsample_lower import lower
 
 CORPUS = pathlib.Path(__file__).parents[1] / "testdata" / "corpus"
+RESULTS = pathlib.Path(__file__).parent / "results"
+SEED = 0
 
 
 def _onnxruntime(model: onnx.ModelProto):
@@ -63,6 +75,155 @@ def _openvino(model: onnx.ModelProto):
 RUNTIMES = {"onnxruntime": (_onnxruntime, "onnxruntime"), "openvino": (_openvino, "openvino")}
 
 
+# ---------------------------------------------------------------------------------------------
+# Deployment sizes: each corpus model (the manifest's "model") at a size it is deployed at, its
+# inputs built as make_corpus.py builds the stored ones (its _image, _smooth, _affine, ...).
+
+
+def _image(rng, *shape):
+    """Uniform noise in [-1, 1], as the detectors and RAFT see in the corpus."""
+    return rng.uniform(-1.0, 1.0, shape).astype(np.float32)
+
+
+def _upsampled(array: np.ndarray, sizes: tuple[int, ...]) -> np.ndarray:
+    """Linear resize of the trailing axes (align_corners=False), as F.interpolate does."""
+    for axis, size in zip(range(array.ndim - len(sizes), array.ndim), sizes, strict=True):
+        n = array.shape[axis]
+        source = np.clip((np.arange(size) + 0.5) * n / size - 0.5, 0, n - 1)
+        low = np.floor(source).astype(np.int64)
+        high = np.minimum(low + 1, n - 1)
+        weight = (source - low).reshape([-1] + [1] * (array.ndim - axis - 1))
+        array = np.take(array, low, axis) * (1 - weight) + np.take(array, high, axis) * weight
+    return array
+
+
+def _smooth(rng, *shape):
+    """A smooth image: coarse noise at 1/8 of the size, upsampled, plus a little fine noise."""
+    n, c, *sizes = shape
+    coarse = rng.standard_normal((n, c, *[max(2, s // 8) for s in sizes]))
+    return (_upsampled(coarse, tuple(sizes)) + 0.05 * rng.standard_normal(shape)).astype(np.float32)
+
+
+def _near_identity(rng, n, rows):
+    """make_corpus's _affine: rotation, scale, shear and a shift of a few pixels."""
+    eye = np.broadcast_to(np.eye(rows + 1)[:rows], (n, rows, rows + 1))
+    return eye + 0.15 * rng.standard_normal((n, rows, rows + 1)) * np.array([1.0] * rows + [20])
+
+
+def _onto(transform, source, output):
+    """A transform of output pixels composed after the resize of the image to the output.
+
+    kornia's warps take a pixel transform from the source to the output; these exports fix the
+    output's size, so a transform that fits the whole source into it is what a deployment at a
+    larger source size does (a near-identity one would read only the source's corner).
+    """
+    rows = len(source)
+    scale = np.diag([(o - 1) / (s - 1) for s, o in zip(source[::-1], output[::-1], strict=True)])
+    square = transform
+    if transform.shape[1] == rows:  # affine: the last row
+        square = np.concatenate([transform, np.zeros((len(transform), 1, rows + 1))], 1)
+        square[:, -1, -1] = 1
+    resize = np.eye(rows + 1)
+    resize[:rows, :rows] = scale
+    return (square @ resize)[:, : transform.shape[1]].astype(np.float32)
+
+
+def _images_640(rng, names):
+    return {names[0]: _image(rng, 1, 3, 640, 640)}
+
+
+def _raft(rng, names):
+    return {name: _image(rng, 1, 3, 440, 1024) for name in names}
+
+
+def _glm4v(rng, names):
+    """One image of 46x46 patches with the coordinates GLM-4V gives them (make_corpus's)."""
+    h, w = 46, 46
+    ys, xs = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")
+    arrays = [
+        rng.standard_normal((h * w, 32)).astype(np.float32),
+        np.array([h * w], dtype=np.int64),
+        np.array([[1, h, w]], dtype=np.int64),
+        ys.reshape(-1).astype(np.int64),
+        xs.reshape(-1).astype(np.int64),
+    ]
+    return dict(zip(names, arrays, strict=True))
+
+
+def _warp_perspective(rng, names):
+    image = _smooth(rng, 1, 3, 480, 640)
+    homography = np.concatenate([_near_identity(rng, 1, 2), [[[0.0, 0.0, 1.0]]]], 1)
+    homography[:, 2, :2] = 1e-3 * rng.standard_normal((1, 2))
+    return {names[0]: image, names[1]: _onto(homography, (480, 640), (48, 64))}
+
+
+def _warp_affine(rng, names):
+    image = _smooth(rng, 1, 3, 480, 640)
+    return {names[0]: image, names[1]: _onto(_near_identity(rng, 1, 2), (480, 640), (40, 56))}
+
+
+def _remap(rng, names):
+    h, w = 480, 640
+    ys, xs = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")
+    wobble = 3 * np.sin(ys / 5)[None]
+    map_x = (xs + wobble + rng.standard_normal((1, h, w))).astype(np.float32)
+    map_y = (ys - wobble + rng.standard_normal((1, h, w))).astype(np.float32)
+    return dict(zip(names, [_smooth(rng, 1, 3, h, w), map_x, map_y], strict=True))
+
+
+def _warp_affine3d(rng, names):
+    volume = _smooth(rng, 1, 2, 96, 128, 160)
+    matrix = _onto(_near_identity(rng, 1, 3), (96, 128, 160), (12, 16, 20))
+    return {names[0]: volume, names[1]: matrix}
+
+
+def _stn(rng, names):
+    return {names[0]: _smooth(rng, 1, 3, 480, 640)}
+
+
+DEPLOY: dict[str, tuple[str, Callable]] = {  # model -> (what the size is, its inputs)
+    "rt_detr": ("1x3x640x640", _images_640),
+    "deformable_detr": ("1x3x640x640", _images_640),
+    "mask2former_pixel_decoder": ("1x3x640x640", _images_640),
+    "raft_small": ("2 frames 1x3x440x1024 (Sintel, padded to /8)", _raft),
+    "glm4v_pos_embed": ("46x46 patches (a 644x644 image), 2116 tokens", _glm4v),
+    "kornia_warp_perspective": ("1x3x480x640 to the export's 48x64", _warp_perspective),
+    "kornia_warp_affine": ("1x3x480x640 to the export's 40x56", _warp_affine),
+    "kornia_remap": ("1x3x480x640", _remap),
+    "kornia_warp_affine3d": ("1x2x96x128x160 to the export's 12x16x20", _warp_affine3d),
+    "stn_float32": ("1x3x480x640", _stn),
+    "stn_float16": ("1x3x480x640", _stn),
+}
+
+
+def _shape(array: np.ndarray) -> str:
+    return "x".join(map(str, array.shape))
+
+
+def _deploy_feeds(record: dict, stored: dict[str, np.ndarray]):
+    """The deployment inputs and what they are, or why the export cannot take them."""
+    label, build = DEPLOY[record["model"]]
+    rng = np.random.default_rng(SEED)
+    feeds = {
+        name: array.astype(stored[name].dtype) for name, array in build(rng, list(stored)).items()
+    }
+    for name, array in feeds.items():
+        dynamic = record["dynamic_axes"].get(name, {})
+        fixed = [
+            axis
+            for axis, (size, was) in enumerate(zip(array.shape, stored[name].shape, strict=True))
+            if size != was and str(axis) not in dynamic
+        ]
+        if fixed:
+            kind = "static export" if not record["dynamic_axes"] else "static spatial axes"
+            return None, f"{kind}: {name} {_shape(stored[name])} only (wanted {label})"
+    return feeds, label
+
+
+# ---------------------------------------------------------------------------------------------
+# Timing
+
+
 def _off(actual: list[np.ndarray], expected: list[np.ndarray]) -> float:
     """The largest error of any output, relative to that output's largest magnitude."""
     worst = 0.0
@@ -73,44 +234,79 @@ def _off(actual: list[np.ndarray], expected: list[np.ndarray]) -> float:
     return worst
 
 
-def _model_rows(name: str, record: dict, rounds: int, budget: float) -> dict[str, dict]:
-    model = onnx.load(str(CORPUS / f"{name}.onnx"))
-    prefix = "onnxruntime:" if record["expected_from"] == "onnxruntime" else ""
-    with np.load(CORPUS / f"{name}.npz") as data:
-        feeds = {v.name: data[v.name] for v in model.graph.input}
-        expected = [data[prefix + v.name] for v in model.graph.output]
-    rows = {}
+def _model_rows(
+    model: onnx.ModelProto, rtol: float, sizes: dict, rounds: int, budget: float
+) -> dict[str, dict[str, dict]]:
+    """{size: {runtime: {"ms", "notes"}}} for sizes {size: (feeds, reference or None)}.
+
+    A reference of None is onnxruntime's run of the original at those inputs.
+    """
+    rows: dict[str, dict[str, dict]] = {size: {} for size in sizes}
+    references = {size: reference for size, (_, reference) in sizes.items()}
     for runtime, (prepare, target) in RUNTIMES.items():
         variants = {"original": model, "lowered": lower(model, target=target, lower_all=True)}
-        calls, outputs, notes = {}, {}, []
+        runs, failed = {}, []
         for variant, candidate in variants.items():
             try:
-                run = prepare(candidate)
-                outputs[variant] = run(feeds)
+                runs[variant] = prepare(candidate)
             except Exception as error:  # noqa: BLE001  (a runtime's refusal is a result)
-                notes.append(f"{variant} fails: {_reason(error)}")
-                continue
-            calls[variant] = lambda run=run: run(feeds)
-        if "lowered" in outputs:
-            # Wrong only if it leaves both the stored expected outputs and the runtime's run of
-            # the original: onnxruntime samples a float16 grid unrounded, OpenVINO computes
-            # float16 models in float32 at this hint.
-            offs = {"expected": _off(outputs["lowered"], expected)}
-            if "original" in outputs:
-                offs["original"] = _off(outputs["lowered"], outputs["original"])
-            if min(offs.values()) > record["rtol"]:
-                notes.append(
-                    "lowered WRONG: "
-                    + ", ".join(f"{v:.2g} from the {k}" for k, v in offs.items())
-                    + " (of the output's scale)"
-                )
-        rows[runtime] = {"ms": median_ms(calls, rounds, budget), "notes": notes}
+                failed.append(f"{variant} fails: {_reason(error)}")
+        for size, (feeds, _) in sizes.items():
+            calls, outputs, notes = {}, {}, list(failed)
+            for variant, run in runs.items():
+                try:
+                    outputs[variant] = run(feeds)
+                except Exception as error:  # noqa: BLE001
+                    notes.append(f"{variant} fails: {_reason(error)}")
+                    continue
+                calls[variant] = lambda run=run, feeds=feeds: run(feeds)
+            if runtime == "onnxruntime" and references[size] is None:
+                references[size] = outputs.get("original")
+            notes += _wrong(outputs, references[size], sizes[size][1] is None, rtol)
+            rows[size][runtime] = {"ms": median_ms(calls, rounds, budget), "notes": notes}
     return rows
 
 
+def _wrong(outputs: dict, reference, from_onnxruntime: bool, rtol: float) -> list[str]:
+    """A note if the lowered outputs leave both the reference and the runtime's original.
+
+    Both, because onnxruntime samples a float16 grid unrounded and OpenVINO computes float16
+    models in float32 at this hint.
+    """
+    if "lowered" not in outputs:
+        return []
+    offs = {}
+    if reference is not None:
+        offs["onnxruntime's original" if from_onnxruntime else "expected"] = _off(
+            outputs["lowered"], reference
+        )
+    if "original" in outputs:
+        offs["original"] = _off(outputs["lowered"], outputs["original"])
+    if not offs:
+        return ["lowered unchecked: no original ran"]
+    if min(offs.values()) <= rtol:
+        return []
+    return [
+        "lowered WRONG: "
+        + ", ".join(f"{v:.2g} from the {k}" for k, v in offs.items())
+        + " (of the output's scale)"
+    ]
+
+
 def _reason(error: Exception) -> str:
-    """A runtime's refusal in a few words: its last line, without onnxruntime's preamble."""
-    lines = str(error).strip().splitlines()
+    """A runtime's refusal in a few words: its last line, without onnxruntime's preamble.
+
+    Where onnxruntime nests a failure (a node inside an If, a function's body), the innermost
+    node's type and message, without the source file.
+    """
+    text = str(error).strip()
+    if "Status Message: " in text:
+        ops = re.findall(r"running (\w+) node", text)
+        message = text.rsplit("Status Message: ", 1)[-1].splitlines()[0]
+        message = re.sub(r"^\S+:\d+ ", "", message)
+        message = message if len(message) <= 80 else "..." + message[-77:]
+        return f"{ops[-1]}: {message}" if ops else message
+    lines = text.splitlines()
     reason = lines[-1] if lines else type(error).__name__
     reason = reason.split(" : ")[-1].split(" node with name")[0]
     return reason.removeprefix("-- ")[:90]
@@ -120,47 +316,100 @@ def _cell(ms: dict, key: str) -> str:
     return f"{ms[key]:.2f}" if key in ms else "-"
 
 
+HEADER = [
+    "| model | GridSample | inputs | ort original ms | ort lowered ms | ratio "
+    "| OpenVINO original ms | OpenVINO lowered ms | ratio | notes |",
+    "|---|---|---|---|---|---|---|---|---|---|",
+]
+
+
+def _line(name: str, record: dict, inputs: str, rows: dict | None, note: str = "") -> str:
+    cells = [name, str(record["gridsample"]), inputs]
+    notes = [note] if note else []
+    for runtime in RUNTIMES:
+        ms = rows[runtime]["ms"] if rows else {}
+        ratio = (
+            f"{ms['lowered'] / ms['original']:.2f}" if {"lowered", "original"} <= set(ms) else "-"
+        )
+        cells += [_cell(ms, "original"), _cell(ms, "lowered"), ratio]
+        notes += [f"{runtime}: {n}" for n in (rows[runtime]["notes"] if rows else [])]
+    cells.append("; ".join(notes))
+    return "| " + " | ".join(cells) + " |"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--size",
+        choices=["stored", "deploy", "both"],
+        default="stored",
+        help="The stored inputs (the export's sizes), a deployment size (DEPLOY), or both.",
+    )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--budget", type=float, default=0.2, help="Seconds per variant per round.")
     parser.add_argument("--only", nargs="*", default=None, help="Corpus models to time.")
-    parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("bench/results/models.md"))
+    parser.add_argument("--out", type=pathlib.Path, default=RESULTS / "models.md")
     parser.add_argument("--note", default="", help="A sentence on the machine's state.")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     manifest = json.loads((CORPUS / "manifest.json").read_text())["models"]
     names = args.only or sorted(manifest)
+    sizes = ["stored", "deploy"] if args.size == "both" else [args.size]
+    load = os.getloadavg()[0]
+    tables: dict[str, list[str]] = {size: list(HEADER) for size in sizes}
+    for name in names:
+        record = manifest[name]
+        model = onnx.load(str(CORPUS / f"{name}.onnx"))
+        prefix = "onnxruntime:" if record["expected_from"] == "onnxruntime" else ""
+        with np.load(CORPUS / f"{name}.npz") as data:
+            stored = {v.name: data[v.name] for v in model.graph.input}
+            expected = [data[prefix + v.name] for v in model.graph.output]
+        timed, labels, untimed = {}, {}, {}
+        if "stored" in sizes:
+            timed["stored"] = (stored, expected)
+            labels["stored"] = _shape(next(iter(stored.values())))
+        if "deploy" in sizes:
+            feeds, label = _deploy_feeds(record, stored)
+            if feeds is None:
+                untimed["deploy"] = label
+            else:
+                timed["deploy"], labels["deploy"] = (feeds, None), label
+        rows = _model_rows(model, record["rtol"], timed, args.rounds, args.budget) if timed else {}
+        for size in sizes:
+            if size in rows:
+                line = _line(name, record, labels[size], rows[size])
+            else:
+                line = _line(name, record, "-", None, untimed[size])
+            tables[size].append(line)
+            print(f"{size}: {line}", flush=True)
+    command = (
+        f"python bench/models.py --size {args.size} --rounds {args.rounds} --budget {args.budget}"
+    )
     lines = [
         f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, 1 thread"
         f" per runtime; onnxruntime {ort.__version__}, OpenVINO {ov.__version__} (f32 hint); "
-        f"`python bench/models.py --rounds {args.rounds} --budget {args.budget}` "
-        f"({datetime.date.today()}). {args.note}",
+        f"`{command}` ({datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; load average "
+        f"{load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end). {args.note}".rstrip(),
         "",
         "Lowered: `--target onnxruntime --lower-all` on onnxruntime, `--target openvino "
         "--lower-all` on OpenVINO. ms: median of interleaved rounds; ratio: lowered / original.",
-        "",
-        "| model | GridSample | ort original ms | ort lowered ms | ratio | OpenVINO original ms "
-        "| OpenVINO lowered ms | ratio | notes |",
-        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for name in names:
-        record = manifest[name]
-        rows = _model_rows(name, record, args.rounds, args.budget)
-        cells = [name, str(record["gridsample"])]
-        notes = []
-        for runtime in RUNTIMES:
-            ms = rows[runtime]["ms"]
-            ratio = (
-                f"{ms['lowered'] / ms['original']:.2f}"
-                if {"lowered", "original"} <= set(ms)
-                else "-"
-            )
-            cells += [_cell(ms, "original"), _cell(ms, "lowered"), ratio]
-            notes += [f"{runtime}: {note}" for note in rows[runtime]["notes"]]
-        cells.append("; ".join(notes))
-        lines.append("| " + " | ".join(cells) + " |")
-        print(lines[-1], flush=True)
+    titles = {
+        "stored": "At the exported sizes (the stored inputs)",
+        "deploy": "At deployment sizes",
+    }
+    for size in sizes:
+        if len(sizes) > 1:
+            lines += ["", f"## {titles[size]}"]
+        if size == "deploy":
+            lines += [
+                "",
+                "Inputs built as `testdata/corpus/make_corpus.py` builds the stored ones (seeded "
+                "numpy; `DEPLOY` in bench/models.py); the lowered outputs are checked against "
+                "the original's in the same runtime or onnxruntime's, not against PyTorch. "
+                "An export whose axes are static is listed, untimed.",
+            ]
+        lines += ["", *tables[size]]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
