@@ -90,7 +90,10 @@ def probe_attentions(
     by_node = {site.node: site for site in sites}
     new_checks, probes = [], []
     for attention in found:
-        check = NodeCheck(attention.name, members=[n.name for n in attention.samplers])
+        members = [n.name for n in attention.samplers]
+        check = NodeCheck(attention.name, members=members)
+        names = ", ".join(repr(name) for name in members)
+        check.note = f"is the deformable attention of {names}: lowered and checked as one unit"
         check.configuration = f"deformable attention of {len(attention.samplers)} x " + (
             attention.spec.label
         )
@@ -103,9 +106,9 @@ def probe_attentions(
                     f"lowered as part of deformable attention {attention.name!r}, "
                     "checked as one region"
                 )
-        members = [by_node[sampler] for sampler in attention.samplers]
+        sites_in = [by_node[sampler] for sampler in attention.samplers]
         region = regions[attention.name]
-        probe = _probe(check, attention, members, reference, region, initializers)
+        probe = _probe(check, attention, sites_in, reference, region, initializers)
         if isinstance(probe, str):
             check.checked, check.note = False, probe
         else:

@@ -157,10 +157,11 @@ class VerificationReport:
     def note_lines(self) -> list[str]:
         """The notes, and why each unchecked node was not checked alone."""
         notes = [f"note: {note}" for note in self.notes]
+        covered = {m for c in self.nodes if c.members and c.checked for m in c.members}
         return notes + [
             f"note: {c.name!r} " + (f"{c.note}" if c.checked else f"not checked alone: {c.note}")
             for c in self.nodes
-            if c.note
+            if c.note and c.name not in covered  # (its region's note names it)
         ]
 
     def table(self) -> str:
