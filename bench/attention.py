@@ -2,7 +2,8 @@
 
 ``gridsample_lower.models.deformable_attention_model`` at the corpus' tiny sizes and at the
 sizes Deformable DETR, RT-DETR and Mask2Former run at for a 640x640 image (8 heads of 32
-channels, levels at strides 8-64, 4 points): onnxruntime's own GridSample with the stack,
+channels, levels at strides 8-64, 4 points), the levels split from one value tensor as
+dynamo exports it: onnxruntime's own GridSample with the stack,
 Mul and ReduceSum; the onnxruntime target with fusion turned off (each GridSample lowered
 alone); and the onnxruntime target as it is (the attention lowered as one unit). 1 thread,
 interleaved rounds, median per round; every variant's output is checked against native's.
@@ -37,6 +38,7 @@ CASES = {
     "Mask2Former 640x640, pixel decoder": ([(80, 80), (40, 40), (20, 20)], 8, 32, 8400, 4),
     "Deformable DETR 640x640, encoder": ([(80, 80), (40, 40), (20, 20), (10, 10)], 8, 32, 8500, 4),
 }
+HEADS = {2: 2, 8: 8}  # N = batch 1 x heads: the levels split from one value, as dynamo writes
 NODE_BY_NODE = dataclasses.replace(TARGETS["onnxruntime"], fuses_attention=False)
 
 
@@ -52,9 +54,9 @@ def _session(model):
 
 def _inputs(levels, n, c, q, p, rng) -> dict[str, np.ndarray]:
     """Values and grids as a model makes them: sampling points around [-1, 1], softmax weights."""
-    feeds = {}
-    for level, (height, width) in enumerate(levels):
-        feeds[f"X{level}"] = rng.standard_normal((n, c, height, width)).astype(np.float32)
+    total = sum(height * width for height, width in levels)
+    feeds = {"value": rng.standard_normal((n // HEADS[n], total, HEADS[n], c)).astype(np.float32)}
+    for level in range(len(levels)):
         feeds[f"grid{level}"] = rng.uniform(-1.05, 1.05, (n, q, p, 2)).astype(np.float32)
     weights = rng.random((n, 1, q, len(levels) * p))
     feeds["weights"] = (weights / weights.sum(-1, keepdims=True)).astype(np.float32)
@@ -72,7 +74,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     rows = []
     for name, (levels, n, c, q, p) in CASES.items():
-        model = deformable_attention_model(levels, n, c, q, p)
+        model = deformable_attention_model(levels, n, c, q, p, heads=HEADS[n])
         feeds = _inputs(levels, n, c, q, p, rng)
         runners = {
             "native": _session(model),

@@ -69,6 +69,7 @@ def deformable_attention_model(
     dtype: np.dtype | type = np.float32,
     symbolic: bool = False,
     keepdims: bool = False,
+    heads: int = 0,
     opset: int = 20,
     ir_version: int = 9,
 ) -> onnx.ModelProto:
@@ -79,15 +80,38 @@ def deformable_attention_model(
     ``(N, C, Q, L*P)``, times ``weights (N, 1, Q, L*P)``, ReduceSum over the last axis (as
     ``transformers``' ``multi_scale_deformable_attention``). ``symbolic``: every size a name,
     and the Reshape's shape taken from the stack's (``Concat(Slice(Shape(stack), 0, -2),
-    [-1])``), as TorchScript exports it; else a constant shape, as dynamo does.
+    [-1])``), as TorchScript exports it; else a constant shape, as dynamo does. ``heads``
+    (static only): the levels are split from one input ``value (N / heads, S, heads, C)``,
+    each part reshaped, transposed and reshaped to ``(N, C, H_l, W_l)``, as dynamo exports
+    ``value.split(...)``.
     """
     elem, count = _elem_type(dtype), len(levels)
-    nodes, inputs = [], []
+    nodes, inputs, shapes = [], [], []
     n, c, q = ("N", "C", "Q") if symbolic else (batch, channels, queries)
     p = "P" if symbolic else points
+    if heads:
+        sizes = [height * width for height, width in levels]
+        whole = [batch // heads, sum(sizes), heads, channels]
+        inputs.append(helper.make_tensor_value_info("value", elem, whole))
+        parts = [f"part{k}" for k in range(count)]
+        nodes.append(helper.make_node("Split", ["value", "sizes"], parts, axis=1))
+        shapes.append(helper.make_tensor("sizes", onnx.TensorProto.INT64, [count], sizes))
     for level, (height, width) in enumerate(levels):
         dims = [f"H{level}", f"W{level}"] if symbolic else [height, width]
-        inputs.append(helper.make_tensor_value_info(f"X{level}", elem, [n, c, *dims]))
+        if heads:  # (B, S_l, H, C) -> (B, S_l, H*C) -> (B, H*C, S_l) -> (B*H, C, h, w)
+            folded = [batch // heads, height * width, heads * channels]
+            unfolded = [batch, channels, height, width]
+            shapes += [
+                helper.make_tensor(f"fold{level}", onnx.TensorProto.INT64, [3], folded),
+                helper.make_tensor(f"unfold{level}", onnx.TensorProto.INT64, [4], unfolded),
+            ]
+            nodes += [
+                helper.make_node("Reshape", [f"part{level}", f"fold{level}"], [f"f{level}"]),
+                helper.make_node("Transpose", [f"f{level}"], [f"t{level}"], perm=[0, 2, 1]),
+                helper.make_node("Reshape", [f"t{level}", f"unfold{level}"], [f"X{level}"]),
+            ]
+        else:
+            inputs.append(helper.make_tensor_value_info(f"X{level}", elem, [n, c, *dims]))
         inputs.append(helper.make_tensor_value_info(f"grid{level}", elem, [n, q, p, 2]))
         nodes.append(
             helper.make_node(
@@ -123,6 +147,7 @@ def deformable_attention_model(
         helper.make_tensor(
             "merged", onnx.TensorProto.INT64, [4], [batch, channels, queries, count * points]
         ),
+        *shapes,
     ]
     lp = f"{count}*P" if symbolic else count * points
     inputs.append(helper.make_tensor_value_info("weights", elem, [n, 1, q, lp]))
@@ -135,7 +160,8 @@ def deformable_attention_model(
         constants,
     )
     opsets = [helper.make_opsetid("", opset)]
-    return helper.make_model(graph, opset_imports=opsets, ir_version=ir_version)
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=ir_version)
+    return onnx.shape_inference.infer_shapes(model) if heads else model  # (as dynamo's)
 
 
 def _elem_type(dtype: np.dtype | type | ir.DataType) -> int:

@@ -31,12 +31,13 @@ class AttentionProbe:
     """One fused attention: its reference subgraph and the candidate's region, runnable alone."""
 
     check: NodeCheck
-    inputs: list[str]  # every level's X and grid, then the attention weights
+    inputs: list[str]  # what the region reads: levels (or their source), grids, weights
     subgraph: onnx.ModelProto
     region: onnx.ModelProto
     native: bool
     types: dict[str, int]  # ONNX element type of each input, by name
     mode: str
+    x_dtype: np.dtype  # the samples' type: its tolerance
     synthetic: bool = False  # (never: an attention in a subgraph is not isolated)
     whole: bool = False
     notes: list[str] = dataclasses.field(default_factory=list)
@@ -102,10 +103,7 @@ def probe_attentions(
             member = by_name.get(sampler.name)
             if member is not None:
                 member.checked = False
-                member.note = (
-                    f"lowered as part of deformable attention {attention.name!r}, "
-                    "checked as one region"
-                )
+                member.note = f"lowered as part of deformable attention {attention.name!r}"
         sites_in = [by_node[sampler] for sampler in attention.samplers]
         region = regions[attention.name]
         probe = _probe(check, attention, sites_in, reference, region, initializers)
@@ -117,32 +115,41 @@ def probe_attentions(
 
 
 def _probe(check, attention: DeformableAttention, members, reference, region, initializers):
-    """The probe of ``attention`` (``members``: its sites), or why it cannot be isolated."""
-    inputs = [v.name for s in attention.samplers for v in s.inputs[:2]]
-    inputs.append(attention.weights.name)
-    # The weights multiply the samples, so they are of X's type, which a Mul keeps.
-    types = {v.name: int(v.dtype) for s in attention.samplers for v in s.inputs[:2] if v.dtype}
-    if len(types) != len(set(inputs)) - 1:
+    """The probe of ``attention`` (``members``: its sites), or why it cannot be isolated.
+
+    Its inputs are what the region reads: the levels' X (or the values they were split from,
+    which the lowering reads directly) and grids, and the attention weights.
+    """
+    x_type = attention.samplers[0].inputs[0].dtype
+    if x_type is None or any(s.inputs[1].dtype is None for s in attention.samplers):
         return "the types of its inputs are not known"
-    types[attention.weights.name] = types[inputs[0]]
+    # Everything on the way from the values to the weighted sum keeps X's type.
+    types = {s.inputs[1].name: int(s.inputs[1].dtype) for s in attention.samplers}
+    sources = [s.inputs[0] for s in attention.samplers] + [attention.weights]
+    if attention.source is not None:
+        sources.append(attention.source.value)
+    types.update({v.name: int(x_type) for v in sources})
     output = attention.output.name
+    produced = {o for n in region for o in n.output}
+    if output not in produced:
+        return "its region in the candidate does not produce its output"
+    needed = {i for n in region for i in n.input if i and i not in produced}
+    inputs = sorted(needed - set(initializers))
+    foreign = [name for name in inputs if name not in types]
+    if foreign:
+        return f"its region in the candidate reads {foreign[0]!r}, not only its inputs"
     nodes = _closure(reference.graph, output, set(inputs))
     if isinstance(nodes, str):
         return nodes
     outer = {t.name: t for t in reference.graph.initializer}
-    subgraph = _model(reference, nodes, inputs, types, output, _read(nodes, outer))
-    produced = {o for n in region for o in n.output}
-    needed = {i for n in region for i in n.input if i and i not in produced}
-    foreign = sorted(needed - set(inputs) - set(initializers))
-    if foreign:
-        return f"its region in the candidate reads {foreign[0]!r}, not only its inputs"
-    if output not in produced:
-        return "its region in the candidate does not produce its output"
+    types = {name: types[name] for name in inputs}
+    subgraph = _model(reference, nodes, inputs, types, output, _read(nodes, outer), x_type)
     kept = [initializers[i] for i in sorted(needed & set(initializers))]
-    region_model = _model(reference, region, inputs, types, output, kept)  # (same opsets)
+    region_model = _model(reference, region, inputs, types, output, kept, x_type)  # (same opsets)
     native = onnxruntime_runs(attention.spec) and all(site.spelling_ok for site in members)
-    unique = list(dict.fromkeys(inputs))
-    return AttentionProbe(check, unique, subgraph, region_model, native, types, attention.spec.mode)
+    x_dtype = np.dtype(x_type.numpy())
+    mode = attention.spec.mode
+    return AttentionProbe(check, inputs, subgraph, region_model, native, types, mode, x_dtype)
 
 
 def _closure(graph: onnx.GraphProto, output: str, inputs: set[str]):
@@ -169,14 +176,13 @@ def _read(nodes, initializers: dict[str, onnx.TensorProto]) -> list[onnx.TensorP
     return [initializers[name] for name in sorted(names & set(initializers))]
 
 
-def _model(like, nodes, inputs, types, output, initializers) -> onnx.ModelProto:
+def _model(like, nodes, inputs, types, output, initializers, x_type) -> onnx.ModelProto:
     """A model of ``nodes`` with untyped-shape inputs, ``like``'s opsets and IR version."""
-    unique = list(dict.fromkeys(inputs))
     graph = helper.make_graph(
         list(nodes),
         "isolated",
-        [helper.make_tensor_value_info(name, types[name], None) for name in unique],
-        [helper.make_tensor_value_info(output, types[unique[0]], None)],  # X's type
+        [helper.make_tensor_value_info(name, types[name], None) for name in inputs],
+        [helper.make_tensor_value_info(output, int(x_type), None)],  # the samples' type
         list(initializers),
     )
     return helper.make_model(graph, opset_imports=like.opset_import, ir_version=like.ir_version)

@@ -134,7 +134,7 @@ class Run:
             if isinstance(probe, AttentionProbe):  # a fused attention: its subgraph, alone
                 probe.run_on(
                     captured,
-                    *self.bounds(probe.check.name, self._x_type(probe, captured), probe.mode),
+                    *self.bounds(probe.check.name, probe.x_dtype, probe.mode),
                 )
             elif probe.whole:  # the node alone is the model just compared: no need to run it twice
                 self._as_whole(probe, compared, captured[probe.x_name])
@@ -160,10 +160,6 @@ class Run:
                 step = f"GridSample {probe.check.name!r} alone, synthetic set {k + 1}"
                 progress(k * len(self.probes) + j, total, step)
                 self._probe(probe, *synthetic(probe, self.plan.dims, self.rng))
-
-    @staticmethod
-    def _x_type(probe: AttentionProbe, captured: dict) -> np.dtype:
-        return np.asarray(captured[probe.inputs[0]]).dtype
 
     def _inputs_text(self) -> str:
         sizes = self.plan.dims.describe(chosen_only=False)

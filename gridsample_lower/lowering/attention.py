@@ -54,10 +54,26 @@ class DeformableAttention:
     output: ir.Value
     shapes: tuple[ir.Value, ...]
     keepdims: bool
+    source: Source | None = None
 
     @property
     def spec(self) -> GridSampleSpec:
         return GridSampleSpec.from_node(self.samplers[0])
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """The ``(B, S, H, C)`` values every level was split from: channels-last rows already.
+
+    Deformable DETR's ``value.split(...)``, each part reshaped, transposed and reshaped to
+    ``(B*H, C, h, w)`` (X of sample ``b*H + h``, channel c, pixel p is ``value[b, start + p, h,
+    c]``), with static shapes: the rows are read from ``value`` itself, not from a copy.
+    ``starts``: each level's first position along S.
+    """
+
+    value: ir.Value
+    dims: tuple[int, int, int, int]  # B, S, H, C
+    starts: tuple[int, ...]
 
 
 def find_attentions(sites: Sequence[Site]) -> list[DeformableAttention]:
@@ -129,7 +145,59 @@ def _match(sampler: ir.Node, sites: dict) -> DeformableAttention | None:
         output=total.outputs[0],
         shapes=tuple(n.outputs[0] for n in shapes),
         keepdims=bool(total.attributes.get_int("keepdims", 1)),
+        source=_source([s.inputs[0] for s in samplers]),
     )
+
+
+def _source(levels: list[ir.Value]) -> Source | None:
+    """The values the levels' X were split from, where every step is known (static), else None.
+
+    Each X must be ``Reshape(Transpose(Reshape(part), [0, 2, 1]))`` of one output of one Split
+    on axis 1 of a ``(B, S, H, C)`` tensor: ``part (B, S_l, H, C) -> (B, S_l, H*C) -> (B,
+    H*C, S_l) -> (B*H, C, h, w)``, ``h*w = S_l``.
+    """
+    split, starts = None, []
+    for x in levels:
+        chain = [x]
+        for op in ("Reshape", "Transpose", "Reshape"):
+            node = chain[-1].producer()
+            if node is None or node.op_type != op or node.domain not in ("", "ai.onnx"):
+                return None
+            if op == "Transpose" and list(node.attributes.get_ints("perm", [])) != [0, 2, 1]:
+                return None
+            chain.append(node.inputs[0])
+        part = chain[-1]
+        node = part.producer()
+        if node is None or node.op_type != "Split" or node.attributes.get_int("axis", 0) != 1:
+            return None
+        if split not in (None, node):
+            return None
+        split = node
+        dims = [_dims(v) for v in (split.inputs[0], part, chain[2], chain[1], x)]
+        if any(d is None for d in dims):
+            return None
+        (b, total, heads, c), (b1, size, h1, c1), folded, moved, (n, c2, *plane) = dims
+        if len(plane) != 2 or (b1, h1, c1, c2, n) != (b, heads, c, c, b * heads):
+            return None
+        if (
+            folded != [b, size, heads * c]
+            or moved != [b, heads * c, size]
+            or math.prod(plane) != size
+        ):
+            return None
+        index = list(split.outputs).index(part)
+        before = [_dims(v) for v in split.outputs[:index]]
+        if any(d is None for d in before):
+            return None
+        starts.append(sum(d[1] for d in before))
+    return Source(split.inputs[0], (b, total, heads, c), tuple(starts))
+
+
+def _dims(value: ir.Value | None) -> list[int] | None:
+    """``value``'s static shape, or None."""
+    if value is None or value.shape is None or not all(isinstance(d, int) for d in value.shape):
+        return None
+    return list(value.shape)
 
 
 def _only_user(value: ir.Value, op_type: str) -> ir.Node | None:
@@ -334,15 +402,15 @@ def lower_attention(
             index = em.Mul(index, em.axis_size(1, index_type))
         flat = index if flat is None else em.Add(flat, index)
         weights = w if weights is None else em.Mul(weights, w)
-    n, c = em.batch, em.channels
-    flat = em.Add(flat, _level_starts(em, index_type))  # (N, Q, T, T, M) within a sample
-    queries = em.extent(em.grids[0], 1)
+    n, c, queries = em.batch, em.channels, em.extent(em.grids[0], 1)
     per_query = _per_query(em, len(kernel.offsets) ** 2)
     attention_weights = em.reshape(attention.weights, [n, queries, 1, 1, -1])  # (N, Q, 1, 1, M)
     if spec.x_dtype != ct:
         attention_weights = em.Cast(attention_weights, to=ct)
     weights = em.Mul(weights, attention_weights)
-    y = _gather_rows(em, spec, index_type, flat, inside, weights, queries, per_query)
+    source = attention.source if em.level_points is not None else None
+    args = (index_type, flat, inside, weights, queries, per_query, source)
+    y = _gather_rows(em, spec, *args)
     if spec.x_dtype != ct:
         y = em.Cast(y, to=spec.x_dtype)
     if attention.keepdims:
@@ -355,26 +423,60 @@ def lower_attention(
     return replaced
 
 
-def _gather_rows(em, spec, index_type, flat, inside, weights, queries, per_query) -> ir.Value:
-    """``(N, C, Q)``: every tap a row of a channels-last copy of every level, one MatMul."""
+def _gather_rows(
+    em, spec, index_type, flat, inside, weights, queries, per_query, source
+) -> ir.Value:
+    """``(N, C, Q)``: every tap a row of every level's values channels-last, one MatMul.
+
+    ``flat`` holds each tap's pixel within its level. The rows are the ``source`` values
+    themselves where known, else a channels-last copy of every level with each sample's row
+    of zeros after them; outside taps read a row of zeros.
+    """
     n, c, ct = em.batch, em.channels, compute_dtype(spec)
-    zeros_row = int(inside is not None)  # each sample's last row, which outside taps read
-    starts = _sample_starts(em, index_type, zeros_row)
-    flat = em.Add(flat, starts)
-    if inside is not None:  # the sample's row of zeros: its start + S
-        size = _sample_size(em, index_type, 0)
-        past_end = em.Add(starts, em.const(size, index_type) if isinstance(size, int) else size)
+    if source is not None:
+        rows, flat, past_end = _source_rows(em, source, flat, index_type)
+    else:
+        rows, flat, past_end = _level_rows(em, spec, flat, inside is not None, index_type)
+    if inside is not None:
         flat = where_inside(em, inside, flat, past_end)
     flat = em.reshape(flat, [n, queries, per_query])
     weights = em.reshape(weights, [n, queries, 1, per_query])
-    rows = [em.Transpose(em.reshape(x, [n, c, -1]), perm=[0, 2, 1]) for x in em.levels]
-    if zeros_row:
-        rows.append(em.Expand(em.const(np.zeros((1, 1, 1)), spec.x_dtype), em.shape([n, 1, c])))
-    rows = em.reshape(em.Concat(*rows, axis=1), [-1, c])  # (N*(S + 1), C), one copy
     if spec.x_dtype != ct:
         rows = em.Cast(rows, to=ct)
     values = em.Gather(rows, flat, axis=0)  # (N, Q, K, C)
     return em.Transpose(em.reshape(em.MatMul(weights, values), [n, queries, c]), perm=[0, 2, 1])
+
+
+def _level_rows(em, spec, flat, zeros: bool, index_type):
+    """Rows ``(N*(S + 1), C)`` copied from every level, each sample's row of zeros last."""
+    n, c = em.batch, em.channels
+    starts = _sample_starts(em, index_type, int(zeros))
+    flat = em.Add(em.Add(flat, _level_starts(em, index_type)), starts)
+    rows = [em.Transpose(em.reshape(x, [n, c, -1]), perm=[0, 2, 1]) for x in em.levels]
+    past_end = None
+    if zeros:  # the sample's row of zeros: its start + S
+        rows.append(em.Expand(em.const(np.zeros((1, 1, 1)), spec.x_dtype), em.shape([n, 1, c])))
+        size = _sample_size(em, index_type, 0)
+        past_end = em.Add(starts, em.const(size, index_type) if isinstance(size, int) else size)
+    return em.reshape(em.Concat(*rows, axis=1), [-1, c]), flat, past_end  # one copy
+
+
+def _source_rows(em, source: Source, flat, index_type):
+    """Rows ``(B*S*H (+ 1), C)``: the source values as they are, and a row of zeros after.
+
+    Sample ``n = b*H + h``'s pixel p of the level starting at ``start`` is row
+    ``(b*S + start + p)*H + h``.
+    """
+    b, total, heads, c = source.dims
+    points = em.level_points
+    starts = np.repeat(np.asarray(source.starts) * heads, points)  # (M,)
+    flat = em.Add(em.Mul(flat, em.const(heads, index_type)), em.const(starts, index_type))
+    n = np.arange(b * heads).reshape(-1, 1, 1, 1, 1)
+    flat = em.Add(flat, em.const(n // heads * total * heads + n % heads, index_type))
+    rows = em.reshape(source.value, [b * total * heads, c])
+    past_end = em.const(b * total * heads, index_type)
+    zeros = em.const(np.zeros((1, c)), em.levels[0].dtype)
+    return em.Concat(rows, zeros, axis=0), flat, past_end
 
 
 def _on_tap_axis(values: Sequence[float], axis: int) -> np.ndarray:

@@ -47,3 +47,12 @@ def test_a_region_onnxruntime_cannot_run_is_judged_by_the_reference():
     assert report.ok, report.table()
     (region,) = [c for c in report.nodes if c.members]
     assert region.checked and region.oracle == "onnx.reference"
+
+
+def test_a_region_reading_the_split_values_is_checked_from_them():
+    """Where the lowering reads the values the levels were split from, so does the check."""
+    model = deformable_attention_model(LEVELS, batch=4, heads=2)
+    report = verify(model, lower(model, target="onnxruntime", lower_all=True), samples=1)
+    assert report.ok, report.table()
+    (region,) = [c for c in report.nodes if c.members]
+    assert region.checked and region.elements > 0
