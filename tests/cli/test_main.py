@@ -168,6 +168,17 @@ def test_inspect_and_lower_with_a_target(tmp_path, rng):
     assert_close(run_ort(lowered, feeds), run_ort(onnx.load(EXAMPLE), feeds), "cubic")
 
 
+def test_inspect_names_the_deformable_attention_lowered_as_one_unit(tmp_path):
+    model = ROOT / "testdata" / "corpus" / "rt_detr_dynamo.onnx"
+    kept = inspect_rows(cli("inspect", model, "--json", "--target", "onnxruntime").stdout)
+    assert {r["would"] for r in kept} == {"keep: onnxruntime runs it natively"}
+    result = cli("inspect", model, "--json", "--target", "onnxruntime", "--lower-all")
+    rows = inspect_rows(result.stdout)
+    assert len(rows) == 3, result.stderr
+    assert {r["would"] for r in rows} == {"lower as one unit: deformable attention 'node_sum_1'"}
+    assert {r["plan"] for r in rows} == {"deformable attention: one Gather of every level's taps"}
+
+
 def test_inspect_judges_a_target_by_the_node(tmp_path, rng):
     """inspect says what lower does when the target looks at shapes and constants."""
     for channels, would in [(1, "lower"), (8, "keep: onnxruntime runs it natively")]:
