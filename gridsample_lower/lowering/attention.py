@@ -5,8 +5,9 @@ GridSample, stack the samples (``Unsqueeze`` + ``Concat`` on axis -2, a ``Reshap
 levels and points), weight them by the attention weights (``Mul``) and sum (``ReduceSum`` over
 the last axis). Lowered node by node, every level's taps are gathered, weighted and summed into
 a sample that is then stacked, weighted again and summed again. As one unit, every point of
-every level becomes taps into one buffer holding all levels, whose bilinear weights are
-multiplied by the attention weights once; one Gather reads every tap and one MatMul sums them.
+every level becomes taps into one buffer of rows holding all levels (the value tensor they
+were split from, where the exporter shows it), whose bilinear weights are multiplied by the
+attention weights once; one Gather reads every tap and one MatMul sums them.
 
 The coordinates, taps and weights are the node-by-node lowering's (``coords``, the kernels),
 computed once for the points of all levels: each point's axis sizes are its level's
@@ -104,7 +105,7 @@ def _match(sampler: ir.Node, sites: dict) -> DeformableAttention | None:
         node = value.producer() if value is not None else None
         if node is None or node.op_type != "Unsqueeze" or len(value.uses()) != 1:
             return None
-        if _constant_ints(node.inputs[1] if len(node.inputs) > 1 else None, "axes") not in (
+        if _constant_ints(node.inputs[1] if len(node.inputs) > 1 else None) not in (
             [3],
             [-2],
         ):
@@ -131,7 +132,7 @@ def _match(sampler: ir.Node, sites: dict) -> DeformableAttention | None:
     total = _only_user(mul.outputs[0], "ReduceSum")
     if total is None or total.attributes.get_int("noop_with_empty_axes", 0):
         return None
-    if _constant_ints(total.inputs[1] if len(total.inputs) > 1 else None, "axes") not in (
+    if _constant_ints(total.inputs[1] if len(total.inputs) > 1 else None) not in (
         [3],
         [-1],
     ):
@@ -212,7 +213,7 @@ def _axis(axis: int, rank: int) -> int:
     return axis + rank if axis < 0 else axis
 
 
-def _constant_ints(value: ir.Value | None, _what: str) -> list[int] | None:
+def _constant_ints(value: ir.Value | None) -> list[int] | None:
     """A constant 1-D (or scalar) integer input as a list, or None."""
     if value is None:
         return None
@@ -235,7 +236,7 @@ def _merges_last_two(merge: ir.Node, stack: ir.Value, dims: list[int | None]) ->
     ``Concat(Slice(Shape(stack), 0, -2), [-1])`` merges the last two axes whatever they are.
     """
     shape = merge.inputs[1]
-    target = _constant_ints(shape, "shape")
+    target = _constant_ints(shape)
     if target is not None:
         if len(target) != 4 or None in dims:
             return False
@@ -254,7 +255,7 @@ def _merges_last_two(merge: ir.Node, stack: ir.Value, dims: list[int | None]) ->
     if concat is None or concat.op_type != "Concat" or len(concat.inputs) != 2:
         return False
     head, tail = concat.inputs
-    if _constant_ints(tail, "shape") != [-1]:
+    if _constant_ints(tail) != [-1]:
         return False
     cut = head.producer() if head is not None else None
     if cut is None or cut.op_type != "Slice":
@@ -262,8 +263,8 @@ def _merges_last_two(merge: ir.Node, stack: ir.Value, dims: list[int | None]) ->
     source = cut.inputs[0].producer() if cut.inputs[0] is not None else None
     if source is None or source.op_type != "Shape" or source.inputs[0] is not stack:
         return False
-    starts, ends = (_constant_ints(cut.inputs[k], "slice") for k in (1, 2))
-    rest = [_constant_ints(v, "slice") for v in cut.inputs[3:]]
+    starts, ends = (_constant_ints(cut.inputs[k]) for k in (1, 2))
+    rest = [_constant_ints(v) for v in cut.inputs[3:]]
     plain = all(r in (None, [0], [1]) for r in rest) and (len(rest) < 2 or rest[1] in (None, [1]))
     return starts == [0] and ends in ([-2], [3]) and plain
 
@@ -281,13 +282,13 @@ def _one_channel(weights: ir.Value | None) -> bool:
     node = weights.producer()
     if node is None or node.op_type != "Reshape":
         return False
-    target = _constant_ints(node.inputs[1], "shape")
+    target = _constant_ints(node.inputs[1])
     if target is not None:
         return len(target) == 4 and target[1] == 1
     concat = node.inputs[1].producer() if node.inputs[1] is not None else None
     if concat is None or concat.op_type != "Concat" or len(concat.inputs) != 4:
         return False
-    return _constant_ints(concat.inputs[1], "shape") == [1]
+    return _constant_ints(concat.inputs[1]) == [1]
 
 
 class _Levels(Emitter):
@@ -313,7 +314,7 @@ class _Levels(Emitter):
 
     def axis_size(self, axis: int, dtype: ir.DataType, fn=float):
         """``fn(L)`` of each point's level, ``(M,)``: a constant where every size is static."""
-        return self.per_point(lambda size: fn(size), [2 + axis], dtype)
+        return self.per_point(fn, [2 + axis], dtype)
 
     def per_point(self, fn, axes: list[int], dtype: ir.DataType) -> ir.Value:
         """``(M,)``: ``fn`` (affine) of each level's size (the product of X's ``axes``)."""
