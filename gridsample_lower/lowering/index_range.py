@@ -53,11 +53,14 @@ def ring_width(spec: GridSampleSpec, rows: bool) -> int:
     return 1 if rows else TAPS_PER_AXIS[spec.mode]
 
 
-def largest_index(spec: GridSampleSpec, x_shape: Shape, *, rows: bool) -> int | None:
+def largest_index(
+    spec: GridSampleSpec, x_shape: Shape, *, rows: bool, ring: int | None = None
+) -> int | None:
     """The largest index the gather computes, where X's spatial sizes are static, else None.
 
     The zero slot one past the (padded) data: S for GatherElements, N * S for the rows (S where
     the batch is symbolic: at least one sample). 0 where X is empty, which nothing gathers.
+    ``ring``: the zeros X is padded with, where known (else the path's ``ring_width``).
     """
     dims = _static(x_shape)
     if dims is None or len(dims) != 2 + spec.rank:
@@ -67,21 +70,23 @@ def largest_index(spec: GridSampleSpec, x_shape: Shape, *, rows: bool) -> int | 
     spatial = dims[2:]
     if any(d is None for d in spatial):
         return None
-    width = ring_width(spec, rows)
+    width = ring_width(spec, rows) if ring is None else ring
     sample = math.prod(d + 2 * width for d in spatial)
     if rows and dims[0] is not None:
         return dims[0] * sample
     return sample
 
 
-def int32_overflow(spec: GridSampleSpec, x_shape: Shape, target: Target, *, rows: bool) -> str:
+def int32_overflow(
+    spec: GridSampleSpec, x_shape: Shape, target: Target, *, rows: bool, ring: int | None = None
+) -> str:
     """Why the target's int32 indices cannot hold the largest index of this path, or "".
 
-    ``rows``: the channels-last rows' path, else GatherElements'.
+    ``rows``: the channels-last rows' path, else GatherElements'; ``ring`` as ``largest_index``.
     """
     if target.index_dtype != ir.DataType.INT32:
         return ""
-    largest = largest_index(spec, x_shape, rows=rows)
+    largest = largest_index(spec, x_shape, rows=rows, ring=ring)
     if largest is None or largest < INT32_LIMIT:
         return ""
     return f"indices reach {largest}: too many for int32"

@@ -234,7 +234,7 @@ def plan_of(
         why["flat_points"] = f"(N, T.., O..) has {axes} axes: past {target.name}'s fast kernels"
     if force or combine not in SUMS[rows, spec.mode == "nearest"]:
         raise ValueError(f"cannot force {force or combine!r} with {'rows' if rows else 'elements'}")
-    refusal = int32_overflow(spec, given.dims, target, rows=rows)
+    refusal = int32_overflow(spec, given.dims, target, rows=rows, ring=ring)
     if target.reads_only and not reader and not refusal:
         refusal = f"the {target.name} target reads only through its GridSample: {why['reader']}"
     return Plan(

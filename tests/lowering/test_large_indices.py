@@ -107,16 +107,20 @@ def _index_types(model: onnx.ModelProto) -> list[tuple[int, int | None]]:
 def test_index_types_at_the_thresholds(mode, side):
     """Each axis' index is cast to an integer before any arithmetic, and the axes are combined
     in the index type: int32, or int64 once what is gathered reaches 2**31 elements (X, or for
-    linear and cubic X in its ring of zeros, as many either side as the kernel has taps: 2, 4).
+    linear and cubic X in its ring of zeros, as many either side as the kernel has taps: 2, 4,
+    where the points read enough of X to pay for padding it: else X, its taps masked).
     An int64 index starts from int32 positions: float32 ones are exact only below 2**24."""
     rank = len(side)
-    model = gridsample_model([1, 1, *side], [1, *[2] * rank, rank], mode, "zeros", 0)
-    ring = {"nearest": 0, "linear": 2, "cubic": 4}[mode]
-    gathered = math.prod(s + 2 * ring for s in side)
-    int32 = (TensorProto.INT32, None)
-    expected = int32 if gathered < 2**31 else (TensorProto.INT64, TensorProto.INT32)
-    kinds = _index_types(lower(model))
-    assert kinds and set(kinds) == {expected}, kinds
+    for points, ring in ((2, 0), (side[0] // 2, {"nearest": 0, "linear": 2, "cubic": 4}[mode])):
+        grid_shape = [1, *[points] * rank, rank]
+        model = gridsample_model([1, 1, *side], grid_shape, mode, "zeros", 0)
+        spec = GridSampleSpec(rank, mode, "zeros", 0)
+        assert plan_of(spec, [1, 1, *side], grid_shape, get_target("generic")).ring == ring
+        gathered = math.prod(s + 2 * ring for s in side)
+        int32 = (TensorProto.INT32, None)
+        expected = int32 if gathered < 2**31 else (TensorProto.INT64, TensorProto.INT32)
+        kinds = _index_types(lower(model))
+        assert kinds and set(kinds) == {expected}, (kinds, points)
 
 
 @pytest.mark.parametrize(
@@ -211,7 +215,7 @@ def test_a_symbolic_batch_is_a_promise_but_one_sample_must_fit_int32():
     ("x_shape", "options", "reach"),
     [
         ([2, 1, 40000, 40000], ["--target", "webnn"], ROWS_REACH),
-        ([1, 1, 46341, 46341], ["--index-dtype", "int32"], 46345**2),  # linear's ring of 2
+        ([1, 1, 46341, 46341], ["--index-dtype", "int32"], 46341**2),  # 8 points: taps masked
     ],
     ids=["webnn-rows", "index-dtype-int32"],
 )
