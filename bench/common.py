@@ -1,7 +1,7 @@
 """What the benchmarks share: shapes, configurations, the timing loop, the correctness inputs.
 
 bench/run.py's shapes and configurations, the interleaved timing loop, and the correctness
-sets' shapes and inputs (bench/litert.py, bench/mlprodict.py).
+sets' shapes and inputs (bench/litert.py, bench/mlprodict_check.py).
 
 Numpy and the standard library only: it is imported in the runtimes' own environments too.
 """
