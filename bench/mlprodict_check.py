@@ -2,8 +2,9 @@ r"""Every target's lowered graphs on mlprodict's python runtime against the trut
 
 mlprodict is the Python runtime that the operator's opset-16 page comes from. For every mode,
 padding and align_corners at ranks 1-3 (bench/common.py's correctness shapes: batch 2, odd
-sizes, far grids with exact pixel centres and ties), float32 and float64, this script builds the
-opset-16 one-node model (IR 8, the ``bilinear``/``bicubic`` spelling), lowers it for every
+sizes, far grids with exact pixel centres and ties), float32 and float64, sizes static and
+symbolic, this script builds the opset-16 one-node model (IR 8, the ``bilinear``/``bicubic``
+spelling), lowers it for every
 target (``lower_all``: what a target keeps is lowered too), and computes the truth:
 onnxruntime's kernel where it runs the node, else the ONNX reference evaluator with the
 package's GridSample kernel (``check.oracle.model_runner``). mlprodict's side
@@ -26,6 +27,7 @@ then, from the package's environment:
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import pathlib
@@ -38,6 +40,7 @@ from common import CORRECT_SHAPES, sample_inputs  # (bench/ is on the path)
 
 HERE = pathlib.Path(__file__).resolve().parent
 DTYPES = ("float32", "float64")
+SIZES = {"static": "", "symbolic": "-symbolic"}  # sizes declared in the model: name suffix
 OPSET, IR_VERSION = 16, 8  # onnx 1.14 reads up to opset 19 and IR 9
 
 
@@ -45,28 +48,34 @@ def _cases(targets: list[str]) -> list[dict]:
     from gridsample_lower.spec import ALIGN_CORNERS, MODES, PADDING_MODES
 
     cases = []
-    for dtype in DTYPES:
-        for rank, (x, out) in CORRECT_SHAPES.items():
-            for mode in MODES:
-                for padding in PADDING_MODES:
-                    for align in ALIGN_CORNERS:
-                        dims = "x".join(map(str, x)) + "-" + "x".join(map(str, out))
-                        name = f"{mode}-{padding}-ac{align}-{dims}-{dtype}"
-                        forms = (["native"] if rank == 2 else []) + list(targets)
-                        cases.append(
-                            dict(
-                                name=name,
-                                rank=rank,
-                                x=x,
-                                out=out,
-                                mode=mode,
-                                padding=padding,
-                                align=align,
-                                dtype=dtype,
-                                forms=forms,
-                            )
-                        )
+    for sizes in SIZES:
+        for dtype in DTYPES:
+            for rank, (x, out) in CORRECT_SHAPES.items():
+                for mode, padding, align in itertools.product(MODES, PADDING_MODES, ALIGN_CORNERS):
+                    dims = "x".join(map(str, x)) + "-" + "x".join(map(str, out))
+                    name = f"{mode}-{padding}-ac{align}-{dims}-{dtype}" + SIZES[sizes]
+                    forms = (["native"] if rank == 2 else []) + list(targets)
+                    case = dict(name=name, rank=rank, x=x, out=out, mode=mode, padding=padding)
+                    case.update(align=align, dtype=dtype, sizes=sizes, forms=forms)
+                    cases.append(case)
     return cases
+
+
+def _model(case: dict, x_shape: list, grid_shape: list):
+    from gridsample_lower.models import gridsample_model
+
+    dtype = np.dtype(case["dtype"])
+    return gridsample_model(
+        x_shape,
+        grid_shape,
+        case["mode"],
+        case["padding"],
+        case["align"],
+        x_dtype=dtype,
+        grid_dtype=dtype,
+        opset=OPSET,
+        ir_version=IR_VERSION,
+    )
 
 
 def _make(cases: list[dict], directory: pathlib.Path, seed: int) -> None:
@@ -75,26 +84,21 @@ def _make(cases: list[dict], directory: pathlib.Path, seed: int) -> None:
 
     from gridsample_lower import lower
     from gridsample_lower.check.oracle import model_runner
-    from gridsample_lower.models import gridsample_model
 
-    rngs = {dtype: np.random.default_rng(seed) for dtype in DTYPES}  # bench/litert.py's inputs
+    rngs = {}  # per dtype and sizes: static float32 gets bench/litert.py's inputs
     for case in cases:
         folder = directory / case["name"]
         folder.mkdir(parents=True, exist_ok=True)
-        x, grid = sample_inputs(rngs[case["dtype"]], case["x"], case["out"], far=True)
+        rng = rngs.setdefault((case["dtype"], case["sizes"]), np.random.default_rng(seed))
+        x, grid = sample_inputs(rng, case["x"], case["out"], far=True)
         dtype = np.dtype(case["dtype"])
         x, grid = x.astype(dtype), grid.astype(dtype)
-        model = gridsample_model(
-            list(x.shape),
-            list(grid.shape),
-            case["mode"],
-            case["padding"],
-            case["align"],
-            x_dtype=dtype,
-            grid_dtype=dtype,
-            opset=OPSET,
-            ir_version=IR_VERSION,
-        )
+        static = _model(case, list(x.shape), list(grid.shape))
+        model = static
+        if case["sizes"] == "symbolic":
+            axes = [f"d{k}" for k in range(case["rank"])]
+            points = [f"o{k}" for k in range(case["rank"])]
+            model = _model(case, ["N", "C", *axes], ["N", *points, case["rank"]])
         case["lowering"] = {}
         for form in case["forms"]:
             if form == "native":
@@ -110,11 +114,11 @@ def _make(cases: list[dict], directory: pathlib.Path, seed: int) -> None:
         case["forms"] = [f for f in case["forms"] if f not in case["lowering"]]
         np.save(folder / "X.npy", x)
         np.save(folder / "grid.npy", grid)
-        runner, case["truth"] = model_runner(model)
+        runner, case["truth"] = model_runner(static)
         try:
             expected = runner({"X": x, "grid": grid})[0]
         except Exception:  # noqa: BLE001  (onnxruntime loads 3-D nodes but runs only 4-D, 5-D)
-            runner, case["truth"] = model_runner(model, native=False)
+            runner, case["truth"] = model_runner(static, native=False)
             expected = runner({"X": x, "grid": grid})[0]
         np.save(folder / "expected.npy", np.asarray(expected))
     (directory / "manifest.json").write_text(json.dumps(cases, indent=1))
@@ -324,7 +328,8 @@ def _markdown(rows: list[dict], forms: list[str], versions: str) -> str:
             "lower_all=True)`, run by `OnnxInference(model, runtime='python')` in place "
             "(its default) and with `inplace=False`. X 2x3 with spatial sizes "
             f"{[list(x[2:]) for x, _ in CORRECT_SHAPES.values()]}, grids uniform in [-1.6, "
-            "1.6] with every 7th value a multiple of 1/8; float32 and float64. Truth: "
+            "1.6] with every 7th value a multiple of 1/8; float32 and float64; sizes static, and "
+            "symbolic (`-symbolic`: every size a name). Truth: "
             "onnxruntime's kernel where it runs the node, else the ONNX reference with the "
             "package's kernel; right: within the package's tolerance (nearest: exact), NaN "
             "where the truth has NaN. native: mlprodict's own GridSample (opset 16: 4-D only)."
@@ -402,9 +407,11 @@ departures below:
 - GridSample: float64 X is refused (its dispatch tests float32 twice). The opset-16 node is
   4-D only, as the spec says; the mnn and ncnn targets read taps with GridSample itself (so
   no float64), mnn's 3-D reflection and cubic with a 5-D one.
-- In-place execution (the default) overwrites a value read by one node even when it is a
-  view (Reshape) of a value read again later. No lowered graph here met it: in place and
-  ``inplace=False`` agree in every case.
+- In-place execution (the default) lets the one node that reads a value overwrite it, even
+  when that value is a view (Reshape) of one that another node reads later. The tract
+  target's graphs with symbolic sizes meet it with zeros padding at ranks 2 and 3: the
+  padded X's sizes, ``Cast(Shape)``, are reshaped and added to in place before a Mul reads
+  them (wrong in place, right with ``inplace=False``). Elsewhere the two agree.
 
 Not a departure but a reading: with cubic and border padding, mlprodict clamps a location
 outside the image to the border before taking its 4x4 taps ("use border values for
