@@ -396,8 +396,8 @@ departures below:
 
 - Where: a 0-D branch beside a larger one is refused ("x and y should share the same shape");
   the spec broadcasts every input (numpy-style), mlprodict only equal shapes or a (1,) branch.
-  Every target's nearest coordinates select a constant; webnn's constants are (1,)
-  (``where_scalars=False``).
+  Every target's nearest graphs (coordinates, masks) select a constant there; webnn's
+  constants are (1,) (``where_scalars=False``).
 - GatherElements: ``numpy.choose`` over the axis, which takes at most 32 choices (numpy < 2):
   with more than 32 elements along the axis it fails, and for 2-D data falls back to a loop
   that reads row i's first index in row i of the data ("cannot reshape array", or silently a
