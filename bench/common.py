@@ -1,9 +1,17 @@
-"""What the speed benchmarks share: bench/run.py's shapes and configurations, the timing loop."""
+"""What the benchmarks share: shapes, configurations, the timing loop, the correctness inputs.
+
+bench/run.py's shapes and configurations, the interleaved timing loop, and the correctness
+sets' shapes and inputs (bench/litert.py, bench/mlprodict_check.py).
+
+Numpy and the standard library only: it is imported in the runtimes' own environments too.
+"""
 
 from __future__ import annotations
 
 import statistics
 import time
+
+import numpy as np
 
 SHAPES_2D = [  # (N, C, H, W), output (H_out, W_out)
     ((1, 3, 224, 224), (224, 224)),
@@ -37,3 +45,24 @@ def median_ms(calls: dict, rounds: int, budget: float) -> dict[str, float]:
                 runs += 1
             times[name].append(1e3 * elapsed / runs)
     return {name: statistics.median(values) for name, values in times.items()}
+
+
+CORRECT_SHAPES = {  # batch 2, odd sizes, H != W; 1-D nearest reflection of the old failure
+    1: ((2, 3, 9), (7,)),
+    2: ((2, 3, 6, 9), (5, 7)),
+    3: ((2, 3, 4, 5, 6), (3, 4, 5)),
+}
+
+
+def sample_inputs(rng, x_shape, out, far: bool) -> tuple[np.ndarray, np.ndarray]:
+    """X (standard normal) and a grid for ``out`` points, float32.
+
+    ``far``: uniform in [-1.6, 1.6], outside [-1, 1] on every side, every 7th value an exact
+    multiple of 1/8 (pixel centres and nearest's ties); else uniform in [-1.1, 1.1].
+    """
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    spread = 1.6 if far else 1.1
+    grid = rng.uniform(-spread, spread, (x_shape[0], *out, len(out))).astype(np.float32)
+    if far:
+        grid.reshape(-1)[::7] = np.round(grid.reshape(-1)[::7] * 8) / 8
+    return x, grid

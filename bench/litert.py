@@ -50,14 +50,15 @@ import sys
 import time
 
 import numpy as np
-from common import CONFIGS_2D, SHAPE_3D, SHAPES_2D  # (bench/ is on the path)
+from common import (  # (bench/ is on the path)
+    CONFIGS_2D,
+    CORRECT_SHAPES,
+    SHAPE_3D,
+    SHAPES_2D,
+    sample_inputs,
+)
 
 CONFIGS_3D = [("linear", "zeros", 0), ("nearest", "zeros", 0), ("linear", "border", 0)]
-CORRECT_SHAPES = {  # batch 2, odd sizes, H != W; 1-D nearest reflection of the old failure
-    1: ((2, 3, 9), (7,)),
-    2: ((2, 3, 6, 9), (5, 7)),
-    3: ((2, 3, 4, 5, 6), (3, 4, 5)),
-}
 VARIANTS = ("emulation", "litert", "generic")
 
 
@@ -124,11 +125,7 @@ def _make(cases: list[dict], directory: pathlib.Path, seed: int) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         x_shape, out = case["x"], case["out"]
         rank = len(out)
-        x = rng.standard_normal(x_shape).astype(np.float32)
-        spread = 1.6 if case["far"] else 1.1  # far: outside [-1, 1] on every side
-        grid = rng.uniform(-spread, spread, (x_shape[0], *out, rank)).astype(np.float32)
-        if case["far"]:  # exact pixel centres and ties mixed in (nearest's rounding)
-            grid.reshape(-1)[::7] = np.round(grid.reshape(-1)[::7] * 8) / 8
+        x, grid = sample_inputs(rng, x_shape, out, case["far"])
         model = gridsample_model(
             list(x_shape), list(grid.shape), case["mode"], case["padding"], case["align"]
         )

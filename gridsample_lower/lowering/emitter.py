@@ -53,6 +53,7 @@ class Emitter:
         self._x_shape = self._shape_of(x)
         self.rank = rank  # X's spatial axes
         self._consts: dict[tuple, ir.Value] = {}
+        self._scalars: dict[int, tuple[np.ndarray, ir.DataType]] = {}  # id of a 0-D const
         self._once: dict[tuple, ir.Value] = {}
 
     def __getattr__(self, op_type: str) -> Callable[..., Any]:
@@ -64,6 +65,17 @@ class Emitter:
         name = f"{self.name}/{op_type}_{next(self._counter)}"
         attrs = {key: _attr(key, value) for key, value in attrs.items()}
         return self._op.op(op_type, *args, _name=name, _outputs=[name], **attrs)
+
+    def Where(self, condition: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:  # noqa: N802
+        """Where; a constant scalar branch as one element on one axis where the target says so."""
+        if not self.target.where_scalars:
+            x, y = self._one_axis(x), self._one_axis(y)
+        return self.op("Where", condition, x, y)
+
+    def _one_axis(self, value: ir.Value) -> ir.Value:
+        """``value`` as a (1,) constant if ``const`` made it a scalar, else ``value``."""
+        scalar = self._scalars.get(id(value))
+        return value if scalar is None else self.const(scalar[0].reshape(1), scalar[1])
 
     def with_x(self, x: ir.Value) -> Emitter:
         """This node's emitter, reading X's shape from ``x`` (X padded, say) from here on."""
@@ -115,6 +127,8 @@ class Emitter:
         key = (dtype, array.shape, array.tobytes())
         if key not in self._consts:
             self._consts[key] = self.Constant(value=ir.Tensor(array, dtype=dtype))
+            if array.ndim == 0:  # (its (1,) twin is made if a Where needs it)
+                self._scalars[id(self._consts[key])] = (array, dtype)
         return self._consts[key]
 
     # Shapes of X: constants when static, Shape-based when symbolic.

@@ -76,6 +76,11 @@ class Target:
     # to 5-D, past it BROADCAST_TO and reference kernels): 3-D sampling's per-tap tensors,
     # (N, T1, T2, T3, O1, O2, O3), keep the output points on one axis instead (0: no limit).
     max_fast_rank: int = 0
+    # Where's constant branches hold one element on one axis, never a 0-D scalar: mlprodict's
+    # python runtime (0.9.1883) broadcasts a (1,) branch but refuses a scalar ("x and y should
+    # share the same shape"); against the rank >= 1 operands beside them both broadcast to
+    # the same shape, at the same cost (bench/mlprodict_check.py).
+    where_scalars: bool = True
 
     def __post_init__(self) -> None:
         if _takes_spec_only(self.keeps):  # written before targets could see the node
@@ -324,6 +329,7 @@ TARGETS: dict[str, Target] = {
             avoids=ONNXRUNTIME_ONLY
             | frozenset({"GatherND", "GatherElements", "And", "Mod", "Round", "Clip"}),
             index_dtype=ir.DataType.INT32,
+            where_scalars=False,  # (so its graphs run on mlprodict too)
         ),
         Target(
             "tract",

@@ -192,6 +192,34 @@ def test_webnn_rounding_breaks_ties_to_even(align, dtype, rng):
     )
 
 
+def _scalar_branches(model: onnx.ModelProto) -> int:
+    """Where inputs 1 and 2 that are 0-D (as shape inference sees them)."""
+    inferred = onnx.shape_inference.infer_shapes(model)
+    ranks = {
+        vi.name: len(vi.type.tensor_type.shape.dim)
+        for vi in [*inferred.graph.value_info, *inferred.graph.input]
+        if vi.type.tensor_type.HasField("shape")
+    }
+    wheres = [n for n in inferred.graph.node if n.op_type == "Where"]
+    return sum(ranks.get(n.input[k]) == 0 for n in wheres for k in (1, 2))
+
+
+@pytest.mark.parametrize("symbolic", [False, True], ids=["static", "symbolic"])
+def test_webnn_gives_where_no_scalar_branch(symbolic):
+    """mlprodict's Where refuses a 0-D branch beside a larger one (bench/mlprodict_check.py):
+    webnn's constants there are (1,) (``where_scalars=False``); generic's stay 0-D."""
+    nearest_border = next(
+        s for s in supported_specs(ranks=(2,)) if (s.mode, s.padding_mode) == ("nearest", "border")
+    )
+    assert _scalar_branches(_lowered(nearest_border, "generic", symbolic=symbolic)) > 0
+    for spec in supported_specs(ranks=(1, 2, 3)):
+        assert _scalar_branches(_lowered(spec, "webnn", symbolic=symbolic)) == 0, spec.label
+    for mode in ("linear", "cubic"):  # integer X: NaN -> 0 by a Where before the cast
+        model = gridsample_model([2, 3, 4, 5], [2, 3, 2, 2], mode, "zeros", 0, x_dtype=np.int32)
+        lowered = rewriter.rewrite(model, [gridsample_rule(target="webnn")])
+        assert _scalar_branches(lowered) == 0, mode
+
+
 def test_index_type_follows_the_sizes_unless_the_target_fixes_it():
     spec = supported_specs(ranks=(2,))[0]
     data_gather = {"GatherElements"}
