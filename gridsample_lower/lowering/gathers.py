@@ -176,7 +176,7 @@ def _gather_rows(
     if y_dtype != x.dtype:  # cast once here, usually fewer rows than the taps gathered
         rows = em.Cast(rows, to=y_dtype)
     if plan.sum == "reduce_sum":
-        y = _reduced_taps(em, rows, flat, weights, spec.rank, taps, total)
+        y = _reduced_taps(em, rows, flat, weights, spec.rank, taps, total, plan.planes)
     elif plan.sum == "matmul":
         y = _matmul_taps(em, rows, flat, weights, taps, total)
     elif plan.sum == "scaled":
@@ -213,7 +213,8 @@ def _chain_taps(
     apart = isinstance(weights, list)
     if apart:  # (hi, lo) per axis, added in the region that multiplies: never stored
         per_axis = round(taps ** (1 / len(weights)))
-        parts = [[em.reshape(p, [n, per_axis, total, 1]) for p in pair] for pair in weights]
+        shape = [n, per_axis, total] if planes else [n, per_axis, total, 1]
+        parts = [[em.reshape(p, shape) for p in pair] for pair in weights]
         axis_weights = [
             [em.Add(*(em.Gather(p, em.index(t), axis=1) for p in pair)) for t in range(per_axis)]
             for pair in parts
@@ -241,22 +242,29 @@ def _reduced_taps(
     rank: int,
     taps: int,
     total: Size,
+    planes: bool = False,
 ) -> ir.Value:
     """``(N, P, C)``: every tap in one Gather, weighted, summed by one ReduceSum.
 
     The ``(N, T.., P, C)`` taps are multiplied by each axis' weights (``hi + lo``,
     plan.interleaved) in one region. OpenVINO's fused kernels take about 11 inputs: a chain of
     16 or more taps is split, its partial sums stored in bfloat16 (cubic 1x16x32x40 before a
-    Conv: 0.018 against native's 0.008).
+    Conv: 0.018 against native's 0.008). ``planes``: ``rows`` is one sample's ``(C, S)``,
+    gathered along its pixels into ``(C, T.., P)``, summed into ``(C, P)``.
     """
     n, c, per_axis = em.batch, em.channels, round(taps ** (1 / rank))
+    # (the channels lead, and the weights broadcast over them, where gathered from planes)
+    lead, last = ([c], []) if planes else ([n], [c])
+    ones = [1] if planes else [n]
+    values = em.Gather(rows, flat, axis=1 if planes else 0)
     if not isinstance(weights, list):  # (forced planar) one product of weights
-        values = em.reshape(em.Gather(rows, flat, axis=0), [n, taps, total, c])
-        values = em.Mul(values, em.reshape(weights, [n, taps, total, 1]))
+        values = em.reshape(values, [*lead, taps, total, *last])
+        values = em.Mul(values, em.reshape(weights, [*ones, taps, total, *[1] * len(last)]))
         return em.ReduceSum(values, em.const([1], INT64), keepdims=0)
-    values = em.reshape(em.Gather(rows, flat, axis=0), [n, *[per_axis] * rank, total, c])
+    values = em.reshape(values, [*lead, *[per_axis] * rank, total, *last])
     for axis, (hi, lo) in enumerate(weights):
-        shape = [n, *[per_axis if a == axis else 1 for a in range(rank)], total, 1]
+        shape = [*ones, *[per_axis if a == axis else 1 for a in range(rank)], total]
+        shape += [1] * len(last)
         values = em.Mul(values, em.Add(em.reshape(hi, shape), em.reshape(lo, shape)))
     return em.ReduceSum(values, em.const(list(range(1, 1 + rank)), INT64), keepdims=0)
 

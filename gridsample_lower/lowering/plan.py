@@ -38,6 +38,7 @@ from gridsample_lower.spec import GridSampleSpec, compute_dtype
 __all__ = ["Plan", "node_plan", "plan_of"]
 
 INT32, INT64 = ir.DataType.INT32, ir.DataType.INT64
+PLANE_SUMS = ("chain", "none", "reduce_sum")  # the sums rows from X's planes can carry out
 # The sums each gather can carry out: (rows, nearest) -> forms.
 SUMS = {
     (False, False): ("reduce_sum", "by_channel"),
@@ -207,10 +208,10 @@ def plan_of(
     if "reader" in force:
         reader, why["reader"] = str(force.pop("reader")), "forced"
     float_index, why["float_index"] = _choose_float_index(spec, x_shape, rows, target)
-    planes, why["planes"] = _choose_planes(spec, given, rows, combine, target)
+    planes, why["planes"] = _choose_planes(spec, gathered, taps, rows, combine, target)
     if "planes" in force:
         planes, why["planes"] = bool(force.pop("planes")) and rows and given.batch == 1, "forced"
-        planes = planes and combine in ("chain", "none")
+        planes = planes and combine in PLANE_SUMS
     tiled = tiled and not planes
     # (the grid's components are then gathered from (N, P, r): ``Target.grid_by_gather``)
     axes = 1 + 2 * spec.rank
@@ -401,20 +402,32 @@ def _choose_float_index(
 
 
 def _choose_planes(
-    spec: GridSampleSpec, sizes: costs.Sizes, rows: bool, combine: str, target: Target
+    spec: GridSampleSpec,
+    sizes: costs.Sizes,
+    taps: int,
+    rows: bool,
+    combine: str,
+    target: Target,
 ) -> tuple[bool, str]:
     """Whether one sample's rows are gathered from X's planes along its pixels (``Plan.planes``).
 
     Where the target broadcasts a per-point weight over a short innermost axis slowly
     (``Target.slow_inner_broadcast``), a sample of few channels (``costs.planes_pay``) gathers
-    C values per tap from ``(C, S)`` and weighs them broadcast over the leading axis.
+    C values per tap from ``(C, S)`` and weighs them broadcast over the leading axis; where its
+    transposes are slow (``Target.slow_transpose``), a sample whose copy of X and transposed
+    output cost more than its taps, whatever its channels. ``sizes``: X padded by its ring.
     """
-    if not (rows and target.slow_inner_broadcast) or combine not in ("chain", "none"):
+    wanted = target.slow_inner_broadcast or target.slow_transpose
+    sums = PLANE_SUMS if target.slow_transpose else ("chain", "none")
+    if not (rows and wanted) or combine not in sums:
         return False, ""
     if sizes.batch != 1:
         return False, "more than one sample (or unknown): the rows span every sample"
-    if not costs.planes_pay(sizes):
+    if not costs.planes_pay(sizes, taps, target):
         return False, f"{sizes.channels} channels: contiguous rows gather them faster"
+    if target.slow_transpose and sizes.channels >= costs.PLANES_MAX_CHANNELS and taps > 1:
+        why = f"X's {sizes.spatial} pixels outweigh {taps} taps x {sizes.points} points"
+        return True, f"{why}: no copy of X, no transposed output"
     return True, f"{sizes.channels} channels of one sample: no copy of X, no transposed output"
 
 

@@ -239,6 +239,14 @@ TABLE = [
     ("planes, batch 2", LINEAR, [2, 3, 8, 8], _points(64), "litert", {"planes": False}),
     ("planes, batch N", LINEAR, ["N", 3, 8, 8], _points(64), "litert", {"planes": False}),
     ("planes, webnn", LINEAR, [1, 3, 8, 8], _points(64), "webnn", {"planes": False}),
+    # openvino (slow transposes), one sample, PLANES_SPATIAL_DIVISOR = 2: planes while the
+    # padded X (16 x 16 here) holds taps x points / 2 pixels; nearest and few channels always
+    ("ov 2S = 4P", LINEAR_ZEROS, [1, 40, 14, 14], _points(128), "openvino", {"planes": True}),
+    ("ov 2S < 4P", LINEAR_ZEROS, [1, 40, 14, 14], _points(129), "openvino", {"planes": False}),
+    ("ov cubic", CUBIC, [1, 40, 14, 14], _points(64), "openvino", {"planes": False}),
+    ("ov 3 ch", LINEAR, [1, 3, 14, 14], _points(4096), "openvino", {"planes": True}),
+    ("ov nearest", NEAREST, [1, 40, 8, 8], _points(4096), "openvino", {"planes": True}),
+    ("ov batch 2", NEAREST, [2, 40, 8, 8], _points(64), "openvino", {"planes": False}),
     # litert: 3-D's (N, T1, T2, T3, O1, O2, O3) has 7 axes, past its max_fast_rank of 5
     (
         "flat points",
@@ -393,7 +401,7 @@ PLANE_SPECS = [
 
 
 @pytest.mark.parametrize("spec", PLANE_SPECS, ids=lambda s: s.label.replace(" ", "-"))
-@pytest.mark.parametrize("target", ["litert", "generic"])
+@pytest.mark.parametrize("target", ["litert", "generic", "openvino"])
 def test_rows_from_planes_match_the_oracle(spec, target, rng):
     """One sample gathered from X's planes (``Plan.planes``), forced: far grids, NaN and
     infinite grid values and pixels, float and integer index arithmetic; no Transpose left."""
