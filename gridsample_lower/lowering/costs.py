@@ -407,6 +407,14 @@ STRATEGIES = [
         "small integers (past 256 px as 256 hi + lo) and weights (hi + lo), each axis' apart",
     ),
     Strategy(
+        "fraction",
+        "True",
+        "interleaved linear rows (openvino) but zeros padding without a ring: each axis' "
+        "weights leave their region as one fraction f = x - floor(x) a point (hi + lo); each "
+        "tap's 1 - f or f is made in the region that sums the taps (4 weight inputs for 2-D "
+        "rather than 8: one region, under OpenVINO's about 11 inputs)",
+    ),
+    Strategy(
         "reader",
         "samples",
         "targets whose own linear GridSample is right (MNN, ncnn): cubic as 3 linear samples an "
