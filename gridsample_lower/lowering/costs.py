@@ -396,8 +396,8 @@ STRATEGIES = [
         "short innermost axis slowly (litert): each tap gathers C values from X's planes (C, S) "
         "along the pixels, weighed broadcast over the channels; no channels-last copy, no final "
         "Transpose. Where the target's transposes are slow (openvino), one static sample with "
-        "any sum: nearest, fewer channels, or while the padded X holds taps x P / "
-        f"{PLANES_SPATIAL_DIVISOR} pixels",
+        "any sum, or several side by side, (C, N*S), but for the ReduceSum: nearest, fewer "
+        f"channels, or while the padded X holds taps x P / {PLANES_SPATIAL_DIVISOR} pixels",
     ),
     Strategy(
         "interleaved",
