@@ -80,6 +80,9 @@ FLOAT_INDEX_LIMIT = 2**24
 # channels than this is gathered from X's planes (LiteRT's Mul of (P, C) by (P, 1): 0.72 ms
 # per 50176 points with 3 channels, fast from 16: bench/results/litert/REPORT.md).
 PLANES_MAX_CHANNELS = 16
+# Where the target's transposes are slow (OpenVINO), planes also pay while the padded X holds
+# at least taps x points / this many pixels (costs.planes_pay).
+PLANES_SPATIAL_DIVISOR = 2
 
 # Types onnxruntime's Where takes: gathered values can be masked; for the others (int8, int16,
 # uint16, uint32, uint64, bool, bfloat16) a zero is appended to X. (int8 and uint32 only from
@@ -268,9 +271,27 @@ def reduced_rows_pay(sizes: Sizes, taps: int) -> bool:
     return taps >= REDUCED_ROWS_MIN_TAPS and sizes.gathered_values(taps) <= TAPS_MAX_VALUES
 
 
-def planes_pay(sizes: Sizes) -> bool:
-    """Whether one sample's few channels are gathered from X's planes rather than its rows."""
-    return sizes.channels is not None and 0 < sizes.channels < PLANES_MAX_CHANNELS
+def planes_pay(sizes: Sizes, taps: int = 1, target: Target | None = None) -> bool:
+    """Whether one sample's channels are gathered from X's planes rather than its rows.
+
+    Few channels, where the target broadcasts per-point weights over a short axis slowly; and
+    where its transposes are slow (``Target.slow_transpose``: OpenVINO), wherever the
+    channels-last copy of X (S values a channel) and the transposed output (P) cost more than
+    gathering each value apart costs beyond a row's share: nearest (one tap) always, else
+    while the padded X holds at least ``taps x P / PLANES_SPATIAL_DIVISOR`` pixels (OpenVINO
+    f32, 1 thread, planes / rows: nearest 0.46-0.61; linear 3 channels at 224x224 0.43-0.51,
+    32 channels of 128x128 to 4096 points 0.92; 64 channels at 64x64 1.35, 256 at 32x32 1.12).
+    """
+    if sizes.channels is None or sizes.channels <= 0:
+        return False
+    few = sizes.channels < PLANES_MAX_CHANNELS
+    if target is None or not target.slow_transpose:
+        return few
+    if few or taps == 1:
+        return True
+    if sizes.spatial is None or sizes.points is None:
+        return False
+    return PLANES_SPATIAL_DIVISOR * sizes.spatial >= taps * sizes.points
 
 
 def positions_fit_int32(spec: GridSampleSpec, sizes: Sizes) -> bool:
@@ -412,7 +433,9 @@ STRATEGIES = [
         f"{PLANES_MAX_CHANNELS} channels, where the target broadcasts per-point weights over a "
         "short innermost axis slowly (litert): each tap gathers C values from X's planes (C, S) "
         "along the pixels, weighed broadcast over the channels; no channels-last copy, no final "
-        "Transpose",
+        "Transpose. Where the target's transposes are slow (openvino), one static sample with "
+        "any sum, or several side by side, (C, N*S), but for the ReduceSum: nearest, fewer "
+        f"channels, or while the padded X holds taps x P / {PLANES_SPATIAL_DIVISOR} pixels",
     ),
     Strategy(
         "interleaved",
@@ -420,6 +443,14 @@ STRATEGIES = [
         "targets whose runtime may store float tensors in bfloat16 (openvino: OpenVINO's CPU "
         "default): coordinates computed on the grid as it is, in elementwise regions that end in "
         "small integers (past 256 px as 256 hi + lo) and weights (hi + lo), each axis' apart",
+    ),
+    Strategy(
+        "fraction",
+        "True",
+        "interleaved linear rows (openvino) but zeros padding without a ring: each axis' "
+        "weights leave their region as one fraction f = x - floor(x) a point (hi + lo); each "
+        "tap's 1 - f or f is made in the region that sums the taps (4 weight inputs for 2-D "
+        "rather than 8: one region, under OpenVINO's about 11 inputs)",
     ),
     Strategy(
         "reader",

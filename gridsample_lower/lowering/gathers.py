@@ -42,6 +42,7 @@ def gather_and_combine(
     inside: ir.Value | None = None,
     offsets: Sequence[float] | None = None,
     integers: bool = False,
+    fraction: Sequence[float] | None = None,
 ) -> ir.Value:
     """``(N, C, O1..Or)``: X at the per-axis (float, exact) ``indices``, combined with ``weights``.
 
@@ -50,6 +51,8 @@ def gather_and_combine(
     which the taps are multiplied one by one. Where ``inside`` is False the result is zero.
     ``offsets``: the indices are one per point, its taps at these offsets on every axis.
     ``integers``: the indices are integers already, of the plan's position type.
+    ``fraction`` (``plan.fraction``): each axis' weights are its fraction f, one per point, and
+    tap t weighs ``|f - fraction[t]|``.
     """
     flat = flat_index(em, spec, plan, indices, inside, offsets, integers)
     if isinstance(weights, list) and plan.sum not in ("reduce_sum", "chain"):
@@ -59,7 +62,7 @@ def gather_and_combine(
             product = part if product is None else em.Mul(product, part)
         weights = product
     if plan.rows:
-        return _gather_rows(em, x, spec, plan, flat, weights, inside)
+        return _gather_rows(em, x, spec, plan, flat, weights, inside, fraction)
     return _gather_elements(em, x, spec, plan, flat, weights, inside)
 
 
@@ -147,11 +150,15 @@ def _gather_rows(
     flat: ir.Value,
     weights: ir.Value | None,
     inside: ir.Value | None,
+    fraction: Sequence[float] | None = None,
 ) -> ir.Value:
     r, n, c, taps, total = spec.rank, em.batch, em.channels, plan.taps, em.points
     index_type = plan.index_type
-    if plan.planes:  # one sample: gathered along its pixels, (C, S), no copy of X
+    if plan.planes and em.x_dim(0) == 1:  # one sample: gathered along its pixels, (C, S)
         rows = em.reshape(x, [c, em.sample_size])
+    elif plan.planes:  # (C, N*S): every sample's plane of a channel in a row, blocks moved
+        planes = em.Transpose(em.reshape(x, [n, c, em.sample_size]), perm=[1, 0, 2])
+        rows = em.reshape(planes, [c, em.pixels])
     else:
         rows = _channels_last(em, x, r, plan.tiled)  # (N*S, C)
     flat = em.reshape(flat, [n, taps, total])
@@ -179,18 +186,22 @@ def _gather_rows(
     if y_dtype != x.dtype:  # cast once here, usually fewer rows than the taps gathered
         rows = em.Cast(rows, to=y_dtype)
     if plan.sum == "reduce_sum":
-        y = _reduced_taps(em, rows, flat, weights, spec.rank, taps, total)
+        y = _reduced_taps(
+            em, rows, flat, weights, spec.rank, taps, total, plan.planes, (fraction, y_dtype)
+        )
     elif plan.sum == "matmul":
         y = _matmul_taps(em, rows, flat, weights, taps, total)
     elif plan.sum == "scaled":
         y = _scaled_taps(em, rows, flat, weights, taps, total, y_dtype)
     else:
-        y = _chain_taps(em, rows, flat, weights, taps, total, plan.planes)
+        y = _chain_taps(em, rows, flat, weights, taps, total, plan.planes, (fraction, y_dtype))
     points = em.output_dims()
-    if plan.planes:  # (C, 1, P): the output's layout already
+    if plan.planes:  # (C, N, P): the output's layout already where N is 1
         if plan.masks_values:
-            y = em.Where(em.reshape(inside, [1, total]), y, _zero(em, y_dtype))
-        return em.reshape(y, [1, c, *points])
+            y = em.Where(em.reshape(inside, [n, total]), y, _zero(em, y_dtype))
+        if em.x_dim(0) != 1:  # each channel's (P) blocks moved back into their samples
+            y = em.Transpose(em.reshape(y, [c, n, total]), perm=[1, 0, 2])
+        return em.reshape(y, [n, c, *points])
     if plan.masks_values:
         y = em.Where(em.reshape(inside, [n, total, 1]), y, _zero(em, y_dtype))
     # Transposed last, straight into the output's shape: a Reshape last would copy it.
@@ -205,6 +216,7 @@ def _chain_taps(
     taps: int,
     total: Size,
     planes: bool = False,
+    fractions: tuple[Sequence[float] | None, ir.DataType] = (None, ir.DataType.FLOAT),
 ) -> ir.Value:
     """``(N, P, C)``: one Gather per tap, weighted and summed by a chain of Adds.
 
@@ -212,15 +224,26 @@ def _chain_taps(
     by its taps' weight on every axis, in one region with the sum. ``planes``: ``rows`` is one
     sample's ``(C, S)``, gathered along its pixels: ``(C, 1, P)``.
     """
-    n = em.batch
+    n, (fraction, dtype) = em.batch, fractions
     apart = isinstance(weights, list)
     if apart:  # (hi, lo) per axis, added in the region that multiplies: never stored
         per_axis = round(taps ** (1 / len(weights)))
-        parts = [[em.reshape(p, [n, per_axis, total, 1]) for p in pair] for pair in weights]
-        axis_weights = [
-            [em.Add(*(em.Gather(p, em.index(t), axis=1) for p in pair)) for t in range(per_axis)]
-            for pair in parts
-        ]
+        if fraction:  # one f per point and axis: each tap's |f - c| (1 - f, f)
+            shape = [n, total] if planes else [n, total, 1]
+            axis_weights = [
+                _tap_weights(em, em.Add(*(em.reshape(p, shape) for p in pair)), fraction, dtype)
+                for pair in weights
+            ]
+        else:
+            shape = [n, per_axis, total] if planes else [n, per_axis, total, 1]
+            parts = [[em.reshape(p, shape) for p in pair] for pair in weights]
+            axis_weights = [
+                [
+                    em.Add(*(em.Gather(p, em.index(t), axis=1) for p in pair))
+                    for t in range(per_axis)
+                ]
+                for pair in parts
+            ]
     elif weights is not None:
         weights = em.reshape(weights, [n, taps, total] if planes else [n, taps, total, 1])
     y = None
@@ -229,7 +252,7 @@ def _chain_taps(
         values = em.Gather(rows, em.Gather(flat, tap, axis=1), axis=1 if planes else 0)
         if apart:  # tap k is (t_0, .., t_r-1), the last axis' tap innermost
             for a, w in enumerate(axis_weights):
-                values = em.Mul(values, w[k // per_axis ** (len(parts) - 1 - a) % per_axis])
+                values = em.Mul(values, w[k // per_axis ** (len(weights) - 1 - a) % per_axis])
         elif weights is not None:
             values = em.Mul(values, em.Gather(weights, tap, axis=1))
         y = values if y is None else em.Add(y, values)
@@ -244,24 +267,53 @@ def _reduced_taps(
     rank: int,
     taps: int,
     total: Size,
+    planes: bool = False,
+    fractions: tuple[Sequence[float] | None, ir.DataType] = (None, ir.DataType.FLOAT),
 ) -> ir.Value:
     """``(N, P, C)``: every tap in one Gather, weighted, summed by one ReduceSum.
 
     The ``(N, T.., P, C)`` taps are multiplied by each axis' weights (``hi + lo``,
     plan.interleaved) in one region. OpenVINO's fused kernels take about 11 inputs: a chain of
     16 or more taps is split, its partial sums stored in bfloat16 (cubic 1x16x32x40 before a
-    Conv: 0.018 against native's 0.008).
+    Conv: 0.018 against native's 0.008). ``planes``: ``rows`` is one sample's ``(C, S)``,
+    gathered along its pixels into ``(C, T.., P)``, summed into ``(C, P)``.
     """
     n, c, per_axis = em.batch, em.channels, round(taps ** (1 / rank))
+    fraction, dtype = fractions
+    # (the channels lead, and the weights broadcast over them, where gathered from planes)
+    lead, last = ([c], []) if planes else ([n], [c])
+    ones = [1] if planes else [n]
+    values = em.Gather(rows, flat, axis=1 if planes else 0)
     if not isinstance(weights, list):  # (forced planar) one product of weights
-        values = em.reshape(em.Gather(rows, flat, axis=0), [n, taps, total, c])
-        values = em.Mul(values, em.reshape(weights, [n, taps, total, 1]))
+        values = em.reshape(values, [*lead, taps, total, *last])
+        values = em.Mul(values, em.reshape(weights, [*ones, taps, total, *[1] * len(last)]))
         return em.ReduceSum(values, em.const([1], INT64), keepdims=0)
-    values = em.reshape(em.Gather(rows, flat, axis=0), [n, *[per_axis] * rank, total, c])
+    values = em.reshape(values, [*lead, *[per_axis] * rank, total, *last])
     for axis, (hi, lo) in enumerate(weights):
-        shape = [n, *[per_axis if a == axis else 1 for a in range(rank)], total, 1]
-        values = em.Mul(values, em.Add(em.reshape(hi, shape), em.reshape(lo, shape)))
-    return em.ReduceSum(values, em.const(list(range(1, 1 + rank)), INT64), keepdims=0)
+        taps_here = 1 if fraction else per_axis
+        shape = [*ones, *[taps_here if a == axis else 1 for a in range(rank)], total]
+        shape += [1] * len(last)
+        w = em.Add(em.reshape(hi, shape), em.reshape(lo, shape))
+        if fraction:  # |f - c| with the taps' c on this axis' tap axis
+            at = np.reshape(fraction, [1, *[per_axis if a == axis else 1 for a in range(rank)]])
+            w = em.Abs(em.Sub(w, em.const(at.reshape([*at.shape, 1, *[1] * len(last)]), dtype)))
+        values = em.Mul(values, w)
+    if planes or not all(isinstance(d, int) for d in (n, c, total)):
+        # (C, T.., P): OpenVINO sums it as fast whichever way it is viewed; symbolic sizes
+        # keep the tap axes (IREE 3.13 read garbage from the view below with symbolic sizes)
+        return em.ReduceSum(values, em.const(list(range(1, 1 + rank)), INT64), keepdims=0)
+    # (N, T, P*C): OpenVINO sums one leading axis of a 3-D view a third faster than the tap
+    # axes of (N, T.., P, C) (16 taps of 4096 x 64: 0.92 vs 1.37 ms)
+    values = em.reshape(values, [n, taps, total * c])
+    summed = em.ReduceSum(values, em.const([1], INT64), keepdims=0)
+    return em.reshape(summed, [n, total, c])
+
+
+def _tap_weights(
+    em: Emitter, f: ir.Value, fraction: Sequence[float], dtype: ir.DataType
+) -> list[ir.Value]:
+    """Each tap's weight ``|f - c|`` from one axis' fraction (``f`` itself where c is 0)."""
+    return [f if c == 0 else em.Abs(em.Sub(f, em.const(c, dtype))) for c in fraction]
 
 
 def _scaled_taps(

@@ -38,6 +38,7 @@ from gridsample_lower.spec import GridSampleSpec, compute_dtype
 __all__ = ["Plan", "node_plan", "plan_of"]
 
 INT32, INT64 = ir.DataType.INT32, ir.DataType.INT64
+PLANE_SUMS = ("chain", "none", "reduce_sum")  # the sums rows from X's planes can carry out
 # The sums each gather can carry out: (rows, nearest) -> forms.
 SUMS = {
     (False, False): ("reduce_sum", "by_channel"),
@@ -71,6 +72,9 @@ class Plan:
         interleaved: the coordinates are computed on the grid as it is, ``(N, O.., r)``, in
             elementwise regions that end in small integers and weights, each axis' weights
             kept apart (bfloat16-safe: ``_choose_interleaved``); else planar, axis by axis.
+        fraction: (interleaved linear rows) each axis' weights leave their region as one
+            fraction per point, ``f = x - floor(x)`` as ``hi + lo``; each tap's weight,
+            ``1 - f`` or ``f``, is made in the region that sums the taps.
         float_index: every index computed in float (exact), cast to ``index_type`` once at the
             gather (targets with ``float_index_math``).
         flat_points: the per-point tensors hold the output points on one axis, ``(N, T.., P)``,
@@ -99,6 +103,7 @@ class Plan:
     index_type: ir.DataType
     tiled: bool
     interleaved: bool = False
+    fraction: bool = False
     float_index: bool = False
     planes: bool = False
     flat_points: bool = False
@@ -218,14 +223,19 @@ def plan_of(
         flat_in_float, why["flat_in_float"] = False, "float tensors may be bfloat16: integers"
         if costs.positions_fit_int32(spec, gathered):
             position_type = INT32
+    fraction, why["fraction"] = _choose_fraction(spec, interleaved, rows, ring, combine)
+    if "fraction" in force:
+        fraction, why["fraction"] = bool(force.pop("fraction")), "forced"
+        fraction = fraction and _choose_fraction(spec, interleaved, rows, ring, combine)[0]
     reader, why["reader"] = _choose_reader(spec, given, target)
     if "reader" in force:
         reader, why["reader"] = str(force.pop("reader")), "forced"
     float_index, why["float_index"] = _choose_float_index(spec, x_shape, rows, target)
-    planes, why["planes"] = _choose_planes(spec, given, rows, combine, target)
+    planes, why["planes"] = _choose_planes(spec, gathered, taps, rows, combine, target)
     if "planes" in force:
-        planes, why["planes"] = bool(force.pop("planes")) and rows and given.batch == 1, "forced"
-        planes = planes and combine in ("chain", "none")
+        planes, why["planes"] = bool(force.pop("planes")) and rows, "forced"
+        several = target.slow_transpose and given.batch and combine != "reduce_sum"
+        planes = planes and combine in PLANE_SUMS and (given.batch == 1 or bool(several))
     tiled = tiled and not planes
     # (the grid's components are then gathered from (N, P, r): ``Target.grid_by_gather``)
     axes = 1 + 2 * spec.rank
@@ -257,6 +267,7 @@ def plan_of(
         empty=given.batch == 0 or given.channels == 0,
         refusal=refusal,
         interleaved=interleaved,
+        fraction=fraction,
         reader=reader,
         why=why,
     )
@@ -371,6 +382,25 @@ def _choose_interleaved(target: Target) -> tuple[bool, str]:
     return False, ""
 
 
+def _choose_fraction(
+    spec: GridSampleSpec, interleaved: bool, rows: bool, ring: int, combine: str
+) -> tuple[bool, str]:
+    """Whether linear's interleaved weights leave their region as one fraction an axis.
+
+    A linear tap weighs ``1 - f`` or ``f``: one ``(hi, lo)`` pair an axis instead of one a
+    tap halves the weights' region, which OpenVINO evaluates once per output value (its
+    broadcast taps and hi/lo included), and its rearranging; the sum's region then takes 4
+    weight inputs for 2-D rather than 8, under the about 11 inputs past which OpenVINO splits
+    it and stores partial sums. Not where zeros padding masks the weights (no ring).
+    """
+    summed = combine in ("chain", "reduce_sum")
+    if not (interleaved and rows and spec.mode == "linear" and summed):
+        return False, ""
+    if spec.padding_mode == "zeros" and not ring:
+        return False, "zeros padding without a ring masks each tap's weight"
+    return True, "each axis' fraction, hi + lo: 1 - f and f made where the taps are summed"
+
+
 def _choose_index_types(
     sizes: costs.Sizes, rows: bool, target: Target
 ) -> tuple[ir.DataType, ir.DataType, str]:
@@ -435,20 +465,34 @@ def _choose_float_index(
 
 
 def _choose_planes(
-    spec: GridSampleSpec, sizes: costs.Sizes, rows: bool, combine: str, target: Target
+    spec: GridSampleSpec,
+    sizes: costs.Sizes,
+    taps: int,
+    rows: bool,
+    combine: str,
+    target: Target,
 ) -> tuple[bool, str]:
     """Whether one sample's rows are gathered from X's planes along its pixels (``Plan.planes``).
 
     Where the target broadcasts a per-point weight over a short innermost axis slowly
     (``Target.slow_inner_broadcast``), a sample of few channels (``costs.planes_pay``) gathers
-    C values per tap from ``(C, S)`` and weighs them broadcast over the leading axis.
+    C values per tap from ``(C, S)`` and weighs them broadcast over the leading axis; where its
+    transposes are slow (``Target.slow_transpose``), a sample whose copy of X and transposed
+    output cost more than its taps, whatever its channels. ``sizes``: X padded by its ring.
     """
-    if not (rows and target.slow_inner_broadcast) or combine not in ("chain", "none"):
+    wanted = target.slow_inner_broadcast or target.slow_transpose
+    sums = PLANE_SUMS if target.slow_transpose else ("chain", "none")
+    if not (rows and wanted) or combine not in sums:
         return False, ""
-    if sizes.batch != 1:
+    if sizes.batch != 1 and not (target.slow_transpose and sizes.batch and combine != "reduce_sum"):
         return False, "more than one sample (or unknown): the rows span every sample"
-    if not costs.planes_pay(sizes):
+    if not costs.planes_pay(sizes, taps, target):
         return False, f"{sizes.channels} channels: contiguous rows gather them faster"
+    if target.slow_transpose and sizes.channels >= costs.PLANES_MAX_CHANNELS and taps > 1:
+        why = f"X's {sizes.spatial} pixels outweigh {taps} taps x {sizes.points} points"
+        return True, f"{why}: no copy of X, no transposed output"
+    if sizes.batch != 1:
+        return True, f"{sizes.batch} samples' planes side by side: X's and Y's planes moved whole"
     return True, f"{sizes.channels} channels of one sample: no copy of X, no transposed output"
 
 

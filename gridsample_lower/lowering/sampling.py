@@ -44,6 +44,9 @@ class Kernel:
 
     offsets: tuple[float, ...]
     weights: Callable[..., ir.Value]
+    # Each tap's weight is ``|f - c|`` for these ``c``, f = x - floor(x) (linear: 1 - f, f):
+    # the form ``plan.fraction`` carries apart, one fraction per point and axis.
+    fraction: tuple[float, ...] | None = None
 
 
 def grid_coordinates(em: Emitter, grid: ir.Value, spec: GridSampleSpec) -> list[ir.Value]:
@@ -135,8 +138,18 @@ def interpolate(
         em = em.with_x(x)
     offsets = [o + plan.ring for o in kernel.offsets] if plan.per_point else None
     integers = plan.interleaved and not positions_exact_in_bf16(em, spec, plan)
+    fraction = kernel.fraction if plan.fraction else None
     y = gather_and_combine(
-        em, x, spec, plan, indices, weights, masked, offsets=offsets, integers=integers
+        em,
+        x,
+        spec,
+        plan,
+        indices,
+        weights,
+        masked,
+        offsets=offsets,
+        integers=integers,
+        fraction=fraction,
     )
     return _cast_result(em, y, spec, ct)
 
@@ -242,7 +255,10 @@ def _interleaved_taps(
     floor = em.Floor(source_coordinate(em, g, ALL_AXES, spec, ct))
     g_w = em.Add(g, taps([0.0]))  # (1, N, O.., r): the weights' own start
     coord = source_coordinate(em, g_w, ALL_AXES, spec, ct)
-    w = kernel.weights(em, em.Add(coord, em.Sub(g_w, g_w)), em.Floor(coord), taps)  # (T, N, O.., r)
+    if plan.fraction:  # (1, N, O.., r): x - floor(x), each tap's |f - c| made where summed
+        w = em.Sub(em.Add(coord, em.Sub(g_w, g_w)), em.Floor(coord))
+    else:  # (T, N, O.., r)
+        w = kernel.weights(em, em.Add(coord, em.Sub(g_w, g_w)), em.Floor(coord), taps)
     if not positions_exact_in_bf16(em, spec, plan):  # the floors leave as 256 hi + lo
         return _integer_taps(em, floor, spec, plan, kernel, _split_weights(em, w, r, ct))
     if plan.per_point:

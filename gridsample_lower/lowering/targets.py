@@ -72,6 +72,12 @@ class Target:
     # than one over a leading axis (LiteRT: outside XNNPACK's fast path below 16 channels):
     # one sample of few channels is gathered from X's planes instead (``costs.planes_pay``).
     slow_inner_broadcast: bool = False
+    # Transposes cost about what gathering each value apart does (OpenVINO's CPU plugin: its
+    # permutes copy 0.5-0.75 ns a value, the channels-last copy of X, and the transposed
+    # output, while its Gather of single values runs a JIT kernel at about 0.5 ns): one sample
+    # is gathered from X's planes where that copy and the output's outweigh the taps
+    # (``costs.planes_pay``), with any sum and any number of channels.
+    slow_transpose: bool = False
     # Tensors of more than this many axes run slowly (LiteRT: its broadcasting kernels take up
     # to 5-D, past it BROADCAST_TO and reference kernels): 3-D sampling's per-tap tensors,
     # (N, T1, T2, T3, O1, O2, O3), keep the output points on one axis instead (0: no limit).
@@ -315,6 +321,7 @@ TARGETS: dict[str, Target] = {
             avoids=ONNXRUNTIME_ONLY | {"GatherElements"},
             keeps=_openvino_keeps,
             reduced_storage=True,
+            slow_transpose=True,
         ),
         Target(
             "tensorrt",

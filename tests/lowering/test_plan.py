@@ -278,6 +278,16 @@ TABLE = [
     ("planes, batch 2", LINEAR, [2, 3, 8, 8], _points(64), "litert", {"planes": False}),
     ("planes, batch N", LINEAR, ["N", 3, 8, 8], _points(64), "litert", {"planes": False}),
     ("planes, webnn", LINEAR, [1, 3, 8, 8], _points(64), "webnn", {"planes": False}),
+    # openvino (slow transposes), one sample, PLANES_SPATIAL_DIVISOR = 2: planes while the
+    # padded X (16 x 16 here) holds taps x points / 2 pixels; nearest and few channels always
+    ("ov 2S = 4P", LINEAR_ZEROS, [1, 40, 14, 14], _points(128), "openvino", {"planes": True}),
+    ("ov 2S < 4P", LINEAR_ZEROS, [1, 40, 14, 14], _points(129), "openvino", {"planes": False}),
+    ("ov cubic", CUBIC, [1, 40, 14, 14], _points(64), "openvino", {"planes": False}),
+    ("ov 3 ch", LINEAR, [1, 3, 14, 14], _points(4096), "openvino", {"planes": True}),
+    ("ov nearest", NEAREST, [1, 40, 8, 8], _points(4096), "openvino", {"planes": True}),
+    ("ov batch 2", NEAREST, [2, 40, 8, 8], _points(64), "openvino", {"planes": True}),
+    ("ov batch 2 cubic", CUBIC, [2, 3, 8, 8], _points(64), "openvino", {"planes": False}),
+    ("ov batch N", NEAREST, ["N", 40, 8, 8], _points(64), "openvino", {"planes": False}),
     # litert: 3-D's (N, T1, T2, T3, O1, O2, O3) has 7 axes, past its max_fast_rank of 5
     (
         "flat points",
@@ -458,7 +468,7 @@ PLANE_SPECS = [
 
 
 @pytest.mark.parametrize("spec", PLANE_SPECS, ids=lambda s: s.label.replace(" ", "-"))
-@pytest.mark.parametrize("target", ["litert", "generic"])
+@pytest.mark.parametrize("target", ["litert", "generic", "openvino"])
 def test_rows_from_planes_match_the_oracle(spec, target, rng):
     """One sample gathered from X's planes (``Plan.planes``), forced: far grids, NaN and
     infinite grid values and pixels, float and integer index arithmetic; no Transpose left."""
@@ -473,5 +483,23 @@ def test_rows_from_planes_match_the_oracle(spec, target, rng):
     lowered = rewriter.rewrite(spec_model(spec, x, grid), [rule])
     if target == "litert":  # the grid is read by Gather, X as it is: nothing to transpose
         assert "Transpose" not in {node.op_type for node in lowered.graph.node}
+    expected = grid_sample(x, grid, spec.mode, spec.padding_mode, spec.align_corners)
+    assert_close(run_ort(lowered, {"X": x, "grid": grid}), expected, spec.mode)
+
+
+@pytest.mark.parametrize("spec", PLANE_SPECS, ids=lambda s: s.label.replace(" ", "-"))
+def test_planes_of_several_samples_match_the_oracle(spec, rng):
+    """The openvino target gathers several samples from X's planes side by side, ``(C, N*S)``
+    (``Plan.planes`` with batch 2, its chosen form for 3 channels); the sums of 8+ taps keep
+    the rows."""
+    x = rng.standard_normal((2, 3, *[5, 4, 6][: spec.rank])).astype(np.float32)
+    x.reshape(-1)[[5, 13, 20]] = [np.inf, -np.inf, np.nan]
+    grid = make_grid(rng, (2, *[3, 4, 2][: spec.rank], spec.rank), far=True)
+    grid.reshape(-1)[:3] = [np.nan, np.inf, -np.inf]
+    plan = plan_of(spec, list(x.shape), list(grid.shape), get_target("openvino"))
+    assert plan.planes == (plan.sum != "reduce_sum"), plan.describe()
+    lowered = rewriter.rewrite(
+        spec_model(spec, x, grid), [GridSampleLowering.rule(target="openvino")]
+    )
     expected = grid_sample(x, grid, spec.mode, spec.padding_mode, spec.align_corners)
     assert_close(run_ort(lowered, {"X": x, "grid": grid}), expected, spec.mode)

@@ -17,7 +17,7 @@ def _weights(em: Emitter, x: ir.Value, x1: ir.Value, per_tap) -> ir.Value:
     return em.Abs(em.Sub(x, em.Add(x1, per_tap([1.0, 0.0]))))
 
 
-LINEAR = Kernel(offsets=(0.0, 1.0), weights=_weights)
+LINEAR = Kernel(offsets=(0.0, 1.0), weights=_weights, fraction=(1.0, 0.0))
 
 
 def linear(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, plan: Plan) -> ir.Value:
