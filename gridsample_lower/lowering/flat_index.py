@@ -80,13 +80,13 @@ def flat_index(
         positions = plan.position_type  # int32 where they surely fit: 3-5x faster than int64
         if not integers:
             indices = [em.Cast(index, to=positions) for index in indices]
-        # Integer indices (a runtime may round floats to bfloat16): masked points' positions
-        # are in their axes already (clamped in float: whatever bfloat16 rounds, at most the
-        # flat index moves, which where_inside or a Min keeps in the sample); every other
-        # position is clamped once an integer, unless exact (nearest's positions_from_grid).
-        bound = plan.integer_indices and inside is not None
-        clamp = inside is None and (passes_nan(spec) or plan.integer_indices)
-        if clamp and not plan.positions_from_grid:
+        # Integer indices (a runtime may round floats to bfloat16): nearest's positions are in
+        # their axes already (clamped or reflected in float, bfloat16 rounds them by at most a
+        # pixel or two past 256): its flat index is kept in the sample (where_inside with the
+        # zero slot, else a Clip), unless exact (positions_from_grid).
+        bound = plan.integer_indices and not plan.positions_from_grid and spec.mode == "nearest"
+        bound = bound or (plan.integer_indices and inside is not None)
+        if inside is None and passes_nan(spec):
             indices = [_in_axis(em, index, a, taps, positions) for a, index in enumerate(indices)]
         elif inside is not None and not bound:  # outside points' (NaN ones too) become 0
             indices = [em.Mul(index, inside_as(positions)) for index in indices]
@@ -95,7 +95,7 @@ def flat_index(
         flat = _strided_sum(em, indices, r, sample_type)
         if bound and past_end is not None:  # outside points sent to S, the others kept below
             flat = where_inside(em, inside_as(sample_type), flat, past_end)
-        elif bound and plan.masks_values:  # gathered from the sample (a NaN's too), masked
+        elif bound and (plan.masks_values or inside is None):  # gathered from the sample
             last = em.x_size(range(2, 2 + r), sample_type, lambda s: s - 1)
             flat = em.clip(flat, em.const(0, sample_type), last)
         elif past_end is not None:  # outside points' flat index is 0: one Add sends them to S
