@@ -128,7 +128,10 @@ def test_every_configuration_matches_on_openvino(spec, rng):
 
 # OpenVINO's CPU plugin, at its default precision where the CPU has bfloat16, stores every float
 # tensor upstream of a Conv or MatMul in bfloat16 (docs/lowered-graph.md, plan.interleaved): the
-# lowered models must err at most twice as much as the native ones there, plus 1e-3.
+# lowered models must err at most twice as much as the native ones there, plus 1e-3. The
+# generic target meets that for nearest (plan.positions_from_grid); its linear and cubic read
+# the grid rounded to bfloat16 (0.4 at 32x40; an axis past 256 pixels rounds their taps too),
+# but every index stays in its axis (plan.integer_indices): they run, and are judged in float32.
 BF16 = "bf16" in str(ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT")).lower()
 F32, CONFIGS_2D = openvino_models.F32, openvino_models.CONFIGS_2D
 
@@ -139,13 +142,18 @@ def _error(model, feeds, truth, config=None) -> float:
     return float(np.max(np.abs(compiled(feeds)[compiled.outputs[0]] - truth)))
 
 
+def _targets(config) -> tuple[str, ...]:
+    """The targets whose lowering meets the goal for this (mode, padding, align_corners)."""
+    return ("openvino", "generic") if config[0] == "nearest" else ("openvino",)
+
+
 def _errors_within_twice_natives(case, targets=("openvino",)):
     model, feeds, truth, _ = case
     native = _error(model, feeds, truth)
-    for target in targets:
+    for target in (*targets, "generic"):
         lowered = lower(model, target=target, lower_all=True)
-        error = _error(lowered, feeds, truth)
-        assert error <= 2 * native + 1e-3, (target, error, native)
+        error = _error(lowered, feeds, truth)  # (generic: it runs, every index in range)
+        assert error <= 2 * native + 1e-3 or target not in targets, (target, error, native)
         assert _error(lowered, feeds, truth, F32) <= 1e-4, target  # float32: as native
     return native
 
@@ -157,7 +165,7 @@ def test_a_gridsample_before_a_conv_errs_at_most_twice_native_at_default_precisi
     case = openvino_models.conv_case(
         np.random.default_rng(0), config, (1, 16, 32, 40), (1, 24, 28, 2)
     )
-    native = _errors_within_twice_natives(case)
+    native = _errors_within_twice_natives(case, _targets(config))
     assert native < 0.05 or not BF16
 
 
@@ -167,17 +175,19 @@ def test_a_gridsample_before_a_conv_errs_at_most_twice_native_at_default_precisi
         ("linear", "zeros", 0),
         ("linear", "reflection", 1),
         ("nearest", "border", 0),
+        ("nearest", "zeros", 1),
         ("cubic", "zeros", 1),
     ],
     ids=lambda c: "-".join(map(str, c)),
 )
 def test_an_axis_past_256_pixels_keeps_its_taps_exact(config):
     """Integers past 256 are not exact in bfloat16: tap positions leave their kernel as
-    256 hi + lo (X 300x600)."""
+    256 hi + lo (X 300x600). Generic's nearest failed here (a GatherElements index out of
+    range) and its cubic erred by up to 1137 before its indices were integers."""
     case = openvino_models.conv_case(
         np.random.default_rng(0), config, (1, 4, 300, 600), (1, 20, 25, 2)
     )
-    _errors_within_twice_natives(case)
+    _errors_within_twice_natives(case, _targets(config))
 
 
 @pytest.mark.parametrize(
@@ -189,23 +199,26 @@ def test_a_spatial_transformer_and_deformable_attention_err_as_native(config):
     """AffineGrid -> GridSample -> Conv, and a deformable-attention-like block (a value
     projection, sampling offsets from a MatMul, softmax weights, an output MatMul)."""
     for build in (openvino_models.stn_case, openvino_models.deform_case):
-        _errors_within_twice_natives(build(np.random.default_rng(0), config))
+        _errors_within_twice_natives(build(np.random.default_rng(0), config), _targets(config))
 
 
 @pytest.mark.parametrize(
     "config",
     [("linear", p, a) for p in ("zeros", "border", "reflection") for a in (0, 1)]
-    + [("nearest", "zeros", 0)],
+    + [("nearest", "zeros", 0), ("nearest", "reflection", 1)],
     ids=lambda c: "-".join(map(str, c)),
 )
 def test_3d_lowered_errs_at_most_twice_a_perfect_gridsample(config):
     """OpenVINO has no 3-D GridSample: judged against the Conv alone on the exact samples
-    (which for 2-D is native's error), at most twice its error plus 1e-3."""
+    (which for 2-D is native's error), at most twice its error plus 1e-3. Generic's nearest
+    with zeros padding failed here (its float flat index, rounded, out of range)."""
     model, feeds, truth, (conv_only, conv_feeds) = openvino_models.conv_case(
         np.random.default_rng(0), config, (1, 8, 12, 14, 16), (1, 6, 7, 8, 3)
     )
     perfect = _error(conv_only, conv_feeds, truth)
-    for target in ("openvino",):
+    targets = _targets(config)
+    for target in (*targets, "generic"):
         lowered = lower(model, target=target, lower_all=True)
-        assert _error(lowered, feeds, truth) <= 2 * perfect + 1e-3, target
+        error = _error(lowered, feeds, truth)  # (generic linear: it runs)
+        assert error <= 2 * perfect + 1e-3 or target not in targets, (target, error, perfect)
         assert _error(lowered, feeds, truth, F32) <= 1e-4, target

@@ -105,7 +105,7 @@ def reflection_period(em: Emitter, axis: int, spec: GridSampleSpec, ct) -> ir.Va
     if axis == ALL_AXES:
         sizes = [em.x_dim(2 + spec.rank - 1 - j) for j in range(spec.rank)]
         if all(s is not None for s in sizes):
-            return em.const([max(2 * (s - 1), 1) for s in sizes], ct)
+            return em.grid_vector([max(2 * (s - 1), 1) for s in sizes], ct)
         size = None
     else:
         size = em.x_dim(2 + axis)

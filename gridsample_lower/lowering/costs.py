@@ -453,6 +453,20 @@ STRATEGIES = [
         "rather than 8: one region, under OpenVINO's about 11 inputs)",
     ),
     Strategy(
+        "integer_indices",
+        "True",
+        "targets whose runtime may store float tensors in bfloat16 but whose coordinates stay "
+        "planar (generic): no float flat index, every index bounded as an integer, so it stays "
+        "in range whatever the runtime rounds (exact up to 256 px)",
+    ),
+    Strategy(
+        "positions_from_grid",
+        "True",
+        "nearest with integer_indices and static sizes: the rounded (reflected) coordinates "
+        "computed on the grid as it is, one elementwise region ending in integers exact in "
+        "bfloat16 (past 256 px as 256 hi + lo), then each axis' clamp and mask",
+    ),
+    Strategy(
         "reader",
         "samples",
         "targets whose own linear GridSample is right (MNN, ncnn): cubic as 3 linear samples an "
@@ -477,7 +491,8 @@ STRATEGIES = [
         "flat_in_float",
         "True",
         "one index per point (nearest with zeros, a wide ring): the axes combined in float and "
-        "cast once, while S <= 2**24 (float32) or 2**53 (float64)",
+        "cast once, while S <= 2**24 (float32) or 2**53 (float64); not with interleaved or "
+        "integer_indices",
     ),
     Strategy(
         "position_type",

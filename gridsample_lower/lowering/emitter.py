@@ -162,14 +162,7 @@ class Emitter:
         axes = [self.rank - 1 - j for j in range(self.rank)]
         dims = [self.x_dim(2 + a) for a in axes]
         if all(d is not None for d in dims):
-            vector = [fn(d) for d in dims]
-            # Tiled over the grid's last spatial axis: a (r,) constant broadcast along the
-            # innermost axis keeps OpenVINO's fused kernels from vectorizing over the points.
-            grid = self._shape_of(self._grid)
-            width = grid[-2] if grid is not None and len(grid) >= 3 else None
-            if width is not None and 1 < width * self.rank <= TILED_CONSTANT_MAX:
-                return self.const([vector] * width, dtype)
-            return self.const(vector, dtype)
+            return self.grid_vector([fn(d) for d in dims], dtype)
         return self.once(
             ("interleaved", dtype, fn(0), fn(1)),
             lambda: self.Concat(
@@ -180,6 +173,18 @@ class Emitter:
                 axis=0,
             ),
         )
+
+    def grid_vector(self, vector: list[float], dtype: ir.DataType) -> ir.Value:
+        """A constant per grid component, ``(r,)``, to broadcast over the grid as it is.
+
+        Tiled over the grid's last spatial axis: a (r,) constant broadcast along the innermost
+        axis keeps OpenVINO's fused kernels from vectorizing over the points.
+        """
+        grid = self._shape_of(self._grid)
+        width = grid[-2] if grid is not None and len(grid) >= 3 else None
+        if width is not None and 1 < width * self.rank <= TILED_CONSTANT_MAX:
+            return self.const([vector] * width, dtype)
+        return self.const(vector, dtype)
 
     def once(self, key: tuple, build: Callable[[], ir.Value]) -> ir.Value:
         """The value ``build`` makes, emitted once per lowered node for the same ``key``."""

@@ -80,14 +80,25 @@ def flat_index(
         positions = plan.position_type  # int32 where they surely fit: 3-5x faster than int64
         if not integers:
             indices = [em.Cast(index, to=positions) for index in indices]
-        if inside is not None:  # outside points' indices (NaN ones too) become 0
-            indices = [em.Mul(index, inside_as(positions)) for index in indices]
-        elif passes_nan(spec):
+        # Integer indices (a runtime may round floats to bfloat16): nearest's positions are in
+        # their axes already (clamped or reflected in float, bfloat16 rounds them by at most a
+        # pixel or two past 256): its flat index is kept in the sample (where_inside with the
+        # zero slot, else a Clip), unless exact (positions_from_grid).
+        bound = plan.integer_indices and not plan.positions_from_grid and spec.mode == "nearest"
+        bound = bound or (plan.integer_indices and inside is not None)
+        if inside is None and passes_nan(spec):
             indices = [_in_axis(em, index, a, taps, positions) for a, index in enumerate(indices)]
+        elif inside is not None and not bound:  # outside points' (NaN ones too) become 0
+            indices = [em.Mul(index, inside_as(positions)) for index in indices]
         if positions != sample_type:
             indices = [em.Cast(index, to=sample_type) for index in indices]
         flat = _strided_sum(em, indices, r, sample_type)
-        if past_end is not None:  # outside points' flat index is 0: one Add sends them to S
+        if bound and past_end is not None:  # outside points sent to S, the others kept below
+            flat = where_inside(em, inside_as(sample_type), flat, past_end)
+        elif bound and (plan.masks_values or inside is None):  # gathered from the sample
+            last = em.x_size(range(2, 2 + r), sample_type, lambda s: s - 1)
+            flat = em.clip(flat, em.const(0, sample_type), last)
+        elif past_end is not None:  # outside points' flat index is 0: one Add sends them to S
             flat = em.Add(flat, _outside(em, inside_as(sample_type), past_end))
     return flat if offsets is None else em.Add(flat, _tap_table(em, r, offsets, sample_type))
 

@@ -75,6 +75,12 @@ class Plan:
         fraction: (interleaved linear rows) each axis' weights leave their region as one
             fraction per point, ``f = x - floor(x)`` as ``hi + lo``; each tap's weight,
             ``1 - f`` or ``f``, is made in the region that sums the taps.
+        integer_indices: every index combined and bounded as an integer: no float flat index,
+            each axis' positions clamped into the axis once cast (``Target.integer_indices``).
+        positions_from_grid: nearest, with ``integer_indices`` and static sizes: every axis'
+            final position computed at once on the grid as it is, ``(N, O.., r)``, in one
+            elementwise region that ends in exact integers (outside points: a power of two
+            that puts the flat index past the sample), each cast once (bfloat16-safe).
         float_index: every index computed in float (exact), cast to ``index_type`` once at the
             gather (targets with ``float_index_math``).
         flat_points: the per-point tensors hold the output points on one axis, ``(N, T.., P)``,
@@ -104,6 +110,8 @@ class Plan:
     tiled: bool
     interleaved: bool = False
     fraction: bool = False
+    integer_indices: bool = False
+    positions_from_grid: bool = False
     float_index: bool = False
     planes: bool = False
     flat_points: bool = False
@@ -161,8 +169,8 @@ def plan_of(
     """Every choice for a node of ``spec`` with these shapes (ints where static) on ``target``.
 
     ``force`` (tests only) overrides the forms ``gather``, ``sum``, ``masks``, ``zero_slot``,
-    ``tiled`` or ``interleaved``
-    before the choices that depend on them are made: every form can then be run on tiny shapes.
+    ``tiled``, ``interleaved`` or ``integer_indices`` before the choices that depend on them
+    are made: every form can then be run on tiny shapes.
     """
     force = dict(force or {})
     given = costs.Sizes.of(spec.rank, x_shape, grid_shape)
@@ -219,7 +227,15 @@ def plan_of(
     interleaved, why["interleaved"] = _choose_interleaved(target)
     if "interleaved" in force:
         interleaved, why["interleaved"] = bool(force.pop("interleaved")), "forced"
-    if interleaved and flat_in_float:  # a float flat index would be stored in bfloat16
+    integer_indices, why["integer_indices"] = _choose_integer_indices(target)
+    if "integer_indices" in force:
+        integer_indices, why["integer_indices"] = bool(force.pop("integer_indices")), "forced"
+    from_grid, why["positions_from_grid"] = _choose_positions_from_grid(
+        spec, gathered, integer_indices and not interleaved
+    )
+    if "positions_from_grid" in force:
+        from_grid, why["positions_from_grid"] = bool(force.pop("positions_from_grid")), "forced"
+    if (interleaved or integer_indices) and flat_in_float:  # (it would be stored in bfloat16)
         flat_in_float, why["flat_in_float"] = False, "float tensors may be bfloat16: integers"
         if costs.positions_fit_int32(spec, gathered):
             position_type = INT32
@@ -268,6 +284,8 @@ def plan_of(
         refusal=refusal,
         interleaved=interleaved,
         fraction=fraction,
+        integer_indices=integer_indices,
+        positions_from_grid=from_grid,
         reader=reader,
         why=why,
     )
@@ -399,6 +417,40 @@ def _choose_fraction(
     if spec.padding_mode == "zeros" and not ring:
         return False, "zeros padding without a ring masks each tap's weight"
     return True, "each axis' fraction, hi + lo: 1 - f and f made where the taps are summed"
+
+
+def _choose_integer_indices(target: Target) -> tuple[bool, str]:
+    """Whether every index is combined and bounded as an integer (no float flat index), and why.
+
+    A runtime that stores float tensors between its kernels in bfloat16 (OpenVINO's CPU default)
+    keeps integers exact only up to 256: a float flat index, or a position clamped in float, may
+    then fail the gather or read another row. Integer Cast, Mul and Add cost onnxruntime no more
+    than the float ones (bench/generic_forms.py).
+    """
+    if target.integer_indices:
+        return True, f"the {target.name} target's runtime may store floats in bfloat16"
+    return False, ""
+
+
+def _choose_positions_from_grid(
+    spec: GridSampleSpec, sizes: costs.Sizes, integer_indices: bool
+) -> tuple[bool, str]:
+    """Whether nearest's positions are computed on the grid as it is, ending in exact integers.
+
+    A runtime that stores float tensors in bfloat16 reads the grid in float32 only into an
+    elementwise kernel, and rounds what a kernel stores to 8 bits (OpenVINO: a coordinate of
+    37.4 to 0.25 once the grid is transposed): one region from the grid to the final positions
+    stores only integers, exact up to 256 (larger axes leave as 256 hi + lo). Static sizes:
+    an outside point's position is a power of two putting its flat index past the sample.
+    """
+    if spec.mode != "nearest" or not integer_indices:
+        return False, ""
+    dims = sizes.dims[2:]
+    if any(d is None for d in dims):
+        return False, "symbolic sizes: the outside points' positions are constants"
+    if 2 * sizes.spatial >= INT32_LIMIT:
+        return False, "past 2**30 pixels: the outside points' flat index would pass int32"
+    return True, "one elementwise region from the grid to exact integer positions"
 
 
 def _choose_index_types(

@@ -40,6 +40,12 @@ class Target:
     # end in integers and weights (``plan.interleaved``). Not for generic: that form costs
     # onnxruntime 1.38x (geomean of bench/run.py's shapes, up to 4.5x for 3-D linear).
     reduced_storage: bool = False
+    # Every index is combined and bounded as an integer (``plan.integer_indices``): no float
+    # flat index, and every axis' integer positions clamped into the axis once cast. The
+    # runtime may store float tensors between its kernels in bfloat16 (OpenVINO's CPU default
+    # where the CPU has it), which rounds an integer past 256: such an index then stays in range
+    # (an axis of up to 256 pixels, exact) instead of failing the gather or reading another row.
+    integer_indices: bool = False
     # Ranks whose taps the target's own nearest GridSample reads, at pixel centres, on X viewed
     # as 2-D (``native_taps``: for kernels right only there).
     centre_reader_ranks: frozenset[int] = frozenset()
@@ -303,6 +309,7 @@ TARGETS: dict[str, Target] = {
             "lower every GridSample with standard ops that runtimes keep in full precision "
             "(the default)",
             avoids=ONNXRUNTIME_ONLY,
+            integer_indices=True,
         ),
         Target(
             "onnxruntime",

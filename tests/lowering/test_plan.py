@@ -216,13 +216,14 @@ TABLE = [
     ),
     ("int32 target", LINEAR, [2, 3, "H", 8], _points(4), "int32", {"sample_type": INT32}),
     # one index per point combined in float while exact: 2**24 in float32 (targets whose
-    # runtime may store floats in bfloat16 never: their coordinates are interleaved)
+    # runtime may store floats in bfloat16 never: generic's indices are integers, openvino's
+    # coordinates interleaved)
     (
         "2**24 float32",
         NEAREST_ZEROS,
         [1, 1, 4096, 4096],
         _points(1),
-        "generic",
+        "onnxruntime",
         {"flat_in_float": True},
     ),
     (
@@ -230,8 +231,41 @@ TABLE = [
         NEAREST_ZEROS,
         [1, 1, 4096, 4097],
         _points(1),
-        "generic",
+        "onnxruntime",
         {"flat_in_float": False},
+    ),
+    (
+        "generic, one per point",
+        LINEAR_ZEROS,
+        [1, 1, 64, 64],
+        _points(1),
+        "generic",
+        {"flat_in_float": False, "integer_indices": True, "positions_from_grid": False},
+    ),
+    # nearest's positions from the grid in one region (bfloat16-safe) where sizes are static
+    (
+        "generic nearest",
+        NEAREST_ZEROS,
+        [2, 3, 300, 600],
+        _points(4),
+        "generic",
+        {"positions_from_grid": True, "integer_indices": True},
+    ),
+    (
+        "generic nearest symbolic",
+        NEAREST_ZEROS,
+        [1, 3, "H", 8],
+        _points(4),
+        "generic",
+        {"positions_from_grid": False, "integer_indices": True},
+    ),
+    (
+        "onnxruntime nearest",
+        NEAREST_ZEROS,
+        [1, 3, 8, 8],
+        _points(4),
+        "onnxruntime",
+        {"positions_from_grid": False, "integer_indices": False},
     ),
     (
         "bfloat16, one per point",

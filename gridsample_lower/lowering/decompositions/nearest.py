@@ -26,6 +26,8 @@ from gridsample_lower.spec import GridSampleSpec, compute_dtype
 def nearest(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, plan: Plan) -> ir.Value:
     ct = compute_dtype(spec)
     indices, inside = [], None
+    if plan.positions_from_grid:
+        return _positions_from_grid(em, x, grid, spec, plan)
     if plan.interleaved:  # every axis at once on the grid as it is (sampling._interleaved_taps)
         g = interleaved_grid(em, grid, spec)
         tap = em.round_half_to_even(source_coordinate(em, g, ALL_AXES, spec, ct), ct)
@@ -50,3 +52,39 @@ def nearest(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, plan
         if mask is not None:
             inside = mask if inside is None else em.logical_and(inside, mask)
     return gather_and_combine(em, x, spec, plan, indices, inside=inside)
+
+
+def _positions_from_grid(
+    em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, plan: Plan
+) -> ir.Value:
+    """The rounded coordinates at once on the grid as it is; the padding rule on each axis.
+
+    The region from the grid, ``(N, O.., r)``, ends in the rounded coordinates (reflection:
+    the reflected positions): integers, which bfloat16 keeps exact up to 256, and past the axis
+    it moves only away from it. Then, as planar, each axis' clamp and mask, exact too. Larger
+    axes leave as 256 hi + lo (``planar_indices``) and take the padding rule in integers.
+    The same ops as planar coordinates but the Transpose moved after them: one Cast more.
+    """
+    ct, r = compute_dtype(spec), spec.rank
+    g = interleaved_grid(em, grid, spec)
+    tap = em.round_half_to_even(source_coordinate(em, g, ALL_AXES, spec, ct), ct)
+    reflected = spec.padding_mode == "reflection"
+    if reflected:  # (reflecting on each axis would take the rounded coordinates, past 256)
+        tap = tap_indices(em, tap, ALL_AXES, spec, ct)[0]
+    exact = positions_exact_in_bf16(em, spec, plan)
+    if exact:
+        parts = planar(em, tap, r, tapped=False)
+    else:  # integers: 256 hi + lo
+        parts = planar_indices(em, tap, spec, plan, tapped=False)
+    indices, inside = [], None
+    for axis, t in enumerate(parts):
+        if reflected:
+            index, mask = t, None
+        elif exact:
+            index, mask = tap_indices(em, t, axis, spec, ct)
+        else:
+            index, mask = integer_tap_indices(em, t, axis, spec, plan.position_type)
+        indices.append(index)
+        if mask is not None:
+            inside = mask if inside is None else em.logical_and(inside, mask)
+    return gather_and_combine(em, x, spec, plan, indices, inside=inside, integers=not exact)
