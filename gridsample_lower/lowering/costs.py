@@ -51,13 +51,6 @@ SLOT_MAX_RATIO = 4  # a zero slot appended to X pays while X is at most this man
 # 8 (3-D, to 24x32x40): 0.66 -> 0.44; 6.2 (cubic, to 48x64): 1.0 -> 1.12; 4 (linear, to
 # 120x160): 1.7 -> 2.15; 1 (cubic, to 120x160): 0.57 -> 0.97.
 MASKED_TAPS_MIN_RATIO = 8
-# With X's size unknown and few taps read (a warp to a fixed small size, kornia's dsize), the
-# taps are masked up to this many a sample: a Where over at most that many values a channel
-# costs little, where a ring would copy an X of any size. Whole kornia models exported with
-# symbolic sizes, lowered / original, ring -> masked: warp_affine3d at 1x2x96x128x160 to
-# 12x16x20 8.3 -> 1.01, warp_perspective at 480x640 to 48x64 1.35 -> 0.85; at their exported
-# sizes, where X is no larger than the output, 0.76 -> 0.99 and 0.64 -> 0.83.
-MASKED_TAPS_MAX_UNKNOWN = 2**15
 # Linear samples read by the target's own kernel (MNN, ncnn) are normalized again for it, which
 # moves them by about L * 2**-24 pixels: up to this size of every sampled axis their error stays
 # within float32's tolerance (random unit data, grid in [-1.1, 1.1], 64x64 points, against
@@ -193,14 +186,12 @@ def masked_taps_pay(sizes: Sizes, taps: int) -> bool:
     A ring of zeros around X copies all of X; a Where over the gathered taps costs about as
     much per value as a few copies, so it pays where X is ``MASKED_TAPS_MIN_RATIO`` times the
     values the taps read or more: a small output from a large X (a crop, a warp to a
-    thumbnail, a volume resampled coarsely); with X's size unknown, where the taps are at
-    most ``MASKED_TAPS_MAX_UNKNOWN`` (a fixed small output).
+    thumbnail, a volume resampled coarsely). Static sizes only: an X of unknown size may have
+    an empty axis, which a GatherElements cannot read at all, where its ring can be read.
     """
     spatial, points = sizes.spatial, sizes.points
-    if points is None:
+    if spatial is None or points is None:  # (an unknown X may be empty: the ring is read)
         return False
-    if spatial is None:
-        return taps * points <= MASKED_TAPS_MAX_UNKNOWN
     return spatial >= MASKED_TAPS_MIN_RATIO * taps * points
 
 
@@ -399,10 +390,9 @@ STRATEGIES = [
         "ring",
         "0",
         "other paddings, nearest; integer and bfloat16 X mask the weights instead; and float X "
-        f"of at least {MASKED_TAPS_MIN_RATIO}x the values the taps read (S >= ratio x taps x "
-        f"P), or of unknown size with at most {_n(MASKED_TAPS_MAX_UNKNOWN)} taps a sample: the "
-        "taps gathered by GatherElements unpadded and masked by a Where (on targets with Pad, "
-        "GatherElements and a fast Where, but openvino)",
+        f"with static sizes of at least {MASKED_TAPS_MIN_RATIO}x the values the taps read (S "
+        ">= ratio x taps x P): the taps gathered by GatherElements unpadded and masked by a "
+        "Where (on targets with Pad, GatherElements and a fast Where, but openvino)",
     ),
     Strategy(
         "zero_slot",
