@@ -543,9 +543,7 @@ def _sample_starts(em: _Levels, dtype: ir.DataType, extra: int) -> ir.Value:
     size, batch = _sample_size(em, dtype, extra), em.x_dim(0)
     if isinstance(size, int) and batch is not None:
         return em.const(np.arange(batch).reshape(batch, 1, 1, 1, 1) * size, dtype)
-    n = em.Range(
-        em.const(0, INT64), em.Squeeze(em.Shape(em.levels[0], start=0, end=1)), em.const(1, INT64)
-    )
+    n = em.Range(em.const(0, INT64), em.count(range(0, 1)), em.const(1, INT64))
     n = em.Unsqueeze(n, em.const([1, 2, 3, 4], INT64))
     n = n if dtype == INT64 else em.Cast(n, to=dtype)
     return em.Mul(n, em.const(size, dtype) if isinstance(size, int) else size)

@@ -14,6 +14,7 @@ import onnx
 import onnx_ir as ir
 import pytest
 from onnx import helper
+from test_passes import INVENTORY
 
 from gridsample_lower import lower
 from gridsample_lower.check.oracle import Oracle
@@ -94,6 +95,7 @@ def test_both_exporters_spellings_and_keepdims(symbolic, keepdims):
     outputs = {o.name for o in candidate.graph.output}
     dead = [n.name for n in candidate.graph.node if not set(n.output) & (used | outputs)]
     assert not dead  # the stack's Shape and the Slice of it went with it
+    assert {n.op_type for n in candidate.graph.node} <= INVENTORY  # docs/lowered-graph.md's ops
     values = feeds(model)
     assert_close(
         onnxruntime_runner(candidate)(values)[0], truth(model, values), np.float32, "linear"
