@@ -176,10 +176,10 @@ def _source(levels: list[ir.Value]) -> Source | None:
             return None
         split = node
         dims = [_dims(v) for v in (split.inputs[0], part, chain[2], chain[1], x)]
-        if any(d is None for d in dims):
+        if [len(d) if d is not None else None for d in dims] != [4, 4, 3, 3, 4]:
             return None
         (b, total, heads, c), (b1, size, h1, c1), folded, moved, (n, c2, *plane) = dims
-        if len(plane) != 2 or (b1, h1, c1, c2, n) != (b, heads, c, c, b * heads):
+        if (b1, h1, c1, c2, n) != (b, heads, c, c, b * heads):
             return None
         if (
             folded != [b, size, heads * c]
@@ -390,7 +390,8 @@ def lower_attention(
     spec = attention.spec
     ct, kernel = compute_dtype(spec), KERNELS[spec.mode]
     em = _Levels(builder, attention.name, attention, target)
-    index_type = _index_type(em, target)
+    source = attention.source if em.level_points is not None else None
+    index_type = _index_type(em, target, source)
     grid = em.Concat(*em.grids, axis=2)  # (N, Q, L*P, 2): level l's point p at l*P + p
     flat, weights, inside = None, None, None
     # (N, T, T, Q, M): points innermost, as node by node, where onnxruntime broadcasts fast
@@ -398,16 +399,13 @@ def lower_attention(
         coord = source_coordinate(em, g, axis, spec, ct)
         floor, taps = em.Floor(coord), TapConstants(em, axis, 2, ct)
         w = kernel.weights(em, em.Add(coord, em.Sub(g, g)), floor, taps)  # g - g: 0 or NaN
-        positions = em.Add(floor, taps(kernel.offsets))
-        if spec.padding_mode == "reflection":
-            positions, _ = tap_indices(em, positions, axis, spec, ct)
+        positions, within = em.Add(floor, taps(kernel.offsets)), None
+        if spec.padding_mode != "border":  # zeros: clamped, and where; reflection: folded
+            positions, within = tap_indices(em, positions, axis, spec, ct)
         # Positions are within 2**23 + 4 of the axis (``source_coordinate`` bounds or folds
         # the coordinate): int32, whose arithmetic onnxruntime runs 3-5x faster than int64's.
         index = em.Cast(positions, to=INT32)
-        if spec.padding_mode == "zeros":  # outside taps weigh 0 and read the row of zeros
-            last = em.axis_size(axis, ct, lambda n: n - 1)
-            clamped = em.Max(em.Min(positions, last), em.const(0.0, ct))
-            within = em.Equal(clamped, positions)
+        if within is not None:  # (zeros) outside taps weigh 0 and read the row of zeros
             w = em.Mul(w, em.Cast(within, to=ct))
             within = em.Cast(within, to=index_type)
             inside = within if inside is None else em.Mul(inside, within)
@@ -426,7 +424,6 @@ def lower_attention(
     if spec.x_dtype != ct:
         attention_weights = em.Cast(attention_weights, to=ct)
     weights = em.Mul(weights, attention_weights)
-    source = attention.source if em.level_points is not None else None
     args = (index_type, flat, inside, weights, queries, per_query, source)
     y = _gather_rows(em, spec, *args)
     if spec.x_dtype != ct:
@@ -452,7 +449,7 @@ def _gather_rows(
     """
     n, c, ct = em.batch, em.channels, compute_dtype(spec)
     if source is not None:
-        rows, flat, past_end = _source_rows(em, source, flat, index_type)
+        rows, flat, past_end = _source_rows(em, spec, source, flat, inside is not None, index_type)
     else:
         rows, flat, past_end = _level_rows(em, spec, flat, inside is not None, index_type)
     if inside is not None:
@@ -471,7 +468,7 @@ def _level_rows(em, spec, flat, zeros: bool, index_type):
     """Rows ``(N*(S + 1), C)`` copied from every level, each sample's row of zeros last."""
     n, c = em.batch, em.channels
     starts = _sample_starts(em, index_type, int(zeros))
-    flat = em.Add(em.Add(flat, _level_starts(em, index_type)), starts)
+    flat = em.Add(flat, em.Add(_level_starts(em, index_type), starts))  # (N, 1, 1, 1, M): small
     rows = [em.Transpose(em.reshape(x, [n, c, -1]), perm=[0, 2, 1]) for x in em.levels]
     past_end = None
     if zeros:  # the sample's row of zeros: its start + S
@@ -481,32 +478,37 @@ def _level_rows(em, spec, flat, zeros: bool, index_type):
     return em.reshape(em.Concat(*rows, axis=1), [-1, c]), flat, past_end  # one copy
 
 
-def _source_rows(em, source: Source, flat, index_type):
-    """Rows ``(B*S*H (+ 1), C)``: the source values as they are, and a row of zeros after.
+def _source_rows(em, spec, source: Source, flat, zeros: bool, index_type):
+    """Rows ``(B*S*H (+ 1), C)``: the source values as they are, a row of zeros after them.
 
     Sample ``n = b*H + h``'s pixel p of the level starting at ``start`` is row
-    ``(b*S + start + p)*H + h``.
+    ``(b*S + start + p)*H + h``. Without zeros padding nothing reads the row of zeros, and the
+    values are not copied at all.
     """
     b, total, heads, c = source.dims
-    points = em.level_points
-    starts = np.repeat(np.asarray(source.starts) * heads, points)  # (M,)
-    flat = em.Add(em.Mul(flat, em.const(heads, index_type)), em.const(starts, index_type))
+    starts = np.repeat(np.asarray(source.starts) * heads, em.level_points)  # (M,)
     n = np.arange(b * heads).reshape(-1, 1, 1, 1, 1)
-    flat = em.Add(flat, em.const(n // heads * total * heads + n % heads, index_type))
+    offsets = n // heads * total * heads + n % heads + starts  # (N, 1, 1, 1, M)
+    flat = em.Add(em.Mul(flat, em.const(heads, index_type)), em.const(offsets, index_type))
     rows = em.reshape(source.value, [b * total * heads, c])
-    past_end = em.const(b * total * heads, index_type)
-    zeros = em.const(np.zeros((1, c)), em.levels[0].dtype)
-    return em.Concat(rows, zeros, axis=0), flat, past_end
+    if not zeros:
+        return rows, flat, None
+    zero = em.const(np.zeros((1, c)), spec.x_dtype)
+    return em.Concat(rows, zero, axis=0), flat, em.const(b * total * heads, index_type)
 
 
-def _index_type(em: _Levels, target: Target) -> ir.DataType:
-    """int32 where every index surely fits (static sizes), else int64; or the target's."""
+def _index_type(em: _Levels, target: Target, source: Source | None) -> ir.DataType:
+    """int32 where every index surely fits (static sizes), else int64; or the target's.
+
+    The rows, and the row of zeros after them: every level's per sample, or ``source``'s.
+    """
     if target.index_dtype is not None:
         return target.index_dtype
     sizes, batch = em.level_sizes([2, 3]), em.x_dim(0)
     if None in sizes or batch is None:
         return INT64
-    return INT32 if batch * sum(sizes) < 2**31 - 1 else INT64
+    rows = math.prod(source.dims[:3]) if source is not None else batch * (sum(sizes) + 1)
+    return INT32 if rows < 2**31 - 1 else INT64
 
 
 def _level_starts(em: _Levels, dtype: ir.DataType) -> ir.Value:

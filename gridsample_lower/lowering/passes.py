@@ -89,6 +89,7 @@ class LowerGridSamplePass(ir.passes.InPlacePass):
             sites = find_gridsamples(model)
             if isinstance(self.select, Selection):
                 self.select.check_matches(sites)
+            attentions: list[DeformableAttention] = []  # (lowered as one unit)
             judged = [(site, self._refusal(site)) for site in sites if self._selected(site)]
             problems = [(site, reason) for site, reason in judged if reason]
             if problems and self.strict:
@@ -98,17 +99,20 @@ class LowerGridSamplePass(ir.passes.InPlacePass):
                 body = LowerGridSamplePass(target=self.target)  # a body's one node: all of it
                 count = call_functions(model, sites, lambda one: body(one).model)
             else:
-                attentions = find_attentions(sites) if self.target.fuses_attention else []
-                fused = {node for attention in attentions for node in attention.samplers}
+                if self.target.fuses_attention:
+                    attentions = find_attentions(sites)
                 _lower_attentions(attentions, self.target)
-                _lower_sites([site for site in sites if site.node not in fused], self.target)
+                joined = {node for attention in attentions for node in attention.samplers}
+                _lower_sites([site for site in sites if site.node not in joined], self.target)
                 count = len(sites)
         untype_functions(model)
         lowered = collections.Counter(site.spec.label for site in sites)
-        result = LoweringResult(model, modified=bool(count or inlined), lowered=dict(lowered))
-        if not self.as_functions:
-            result.attentions = {a.name: [n.name for n in a.samplers] for a in attentions}
-        return result
+        return LoweringResult(
+            model,
+            modified=bool(count or inlined),
+            lowered=dict(lowered),
+            attentions={a.name: [n.name for n in a.samplers] for a in attentions},
+        )
 
     def _refusal(self, site: Site) -> str:
         """Why the rule declines this selected node, or "" (as ``GridSampleLowering.check``).

@@ -175,14 +175,14 @@ def test_only_the_onnxruntime_target_fuses_and_the_api_agrees():
 HEADS = 2
 
 
-def feeds_from_values(model: onnx.ModelProto, seed: int = 0) -> dict:
-    """Inputs for the model ``heads=HEADS`` builds: one ``value`` the levels are split from."""
+def feeds_from_values(model: onnx.ModelProto, seed: int = 0, heads: int = HEADS) -> dict:
+    """Inputs for the model ``heads=heads`` builds: one ``value`` the levels are split from."""
     values = feeds(model, seed=seed)
     rng = np.random.default_rng(seed)
     total = sum(h * w for h, w in LEVELS)
     for level in range(len(LEVELS)):
         del values[f"X{level}"]
-    values["value"] = rng.standard_normal((BATCH // HEADS, total, HEADS, CHANNELS)).astype(
+    values["value"] = rng.standard_normal((BATCH // heads, total, heads, CHANNELS)).astype(
         np.float32
     )
     return values
@@ -203,3 +203,23 @@ def test_levels_split_from_one_value_are_read_from_it(padding):
         values = feeds_from_values(model, seed)
         actual = onnxruntime_runner(candidate)(values)[0]
         assert_close(actual, truth(model, values), np.float32, "linear")
+
+
+def test_values_of_another_rank_are_not_taken_for_the_split_values():
+    """A ``(B, S, C)`` value split per level (no heads axis): the levels' rows are copied."""
+    model = deformable_attention_model(LEVELS, BATCH, CHANNELS, QUERIES, POINTS, heads=1)
+    total = sum(h * w for h, w in LEVELS)
+    del model.graph.value_info[:]
+    (value,) = [v for v in model.graph.input if v.name == "value"]
+    value.CopyFrom(
+        helper.make_tensor_value_info("value", onnx.TensorProto.FLOAT, [BATCH, total, CHANNELS])
+    )
+    model = onnx.shape_inference.infer_shapes(model)
+    candidate, attentions = fused(model)
+    assert attentions
+    assert "Split" in [n.op_type for n in candidate.graph.node]  # read through the levels
+    values = feeds_from_values(model, seed=0, heads=1)
+    values["value"] = values["value"].reshape(BATCH, total, CHANNELS)
+    assert_close(
+        onnxruntime_runner(candidate)(values)[0], truth(model, values), np.float32, "linear"
+    )
