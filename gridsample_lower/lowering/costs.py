@@ -180,19 +180,30 @@ def rows_pay(sizes: Sizes, taps: int, target: Target) -> bool:
     return (matmul or scaled or cached) and copies * spatial <= taps * points
 
 
-def masked_taps_pay(sizes: Sizes, taps: int) -> bool:
+def masked_taps_pay(sizes: Sizes, taps: int, at_run_time: bool = False) -> bool:
     """Whether zeros padding masks linear or cubic taps once gathered rather than padding X.
 
     A ring of zeros around X copies all of X; a Where over the gathered taps costs about as
     much per value as a few copies, so it pays where X is ``MASKED_TAPS_MIN_RATIO`` times the
     values the taps read or more: a small output from a large X (a crop, a warp to a
-    thumbnail, a volume resampled coarsely). Static sizes only: an X of unknown size may have
-    an empty axis, which a GatherElements cannot read at all, where its ring can be read.
+    thumbnail, a volume resampled coarsely). An X of unknown size with a grid of static size
+    (a warp of any image to a fixed output) is judged at run time where the target runs an If
+    cheaply (``at_run_time``), the ring kept for a small X: a gather cannot read an X with an
+    empty axis unpadded, and masked taps cost more than the ring below the ratio (2-D linear,
+    48x64 points, symbolic X, masked / ring: 1.44 at 48x64, 1.34 at 96x128, 0.73 at 480x640;
+    3-D 12x16x20 points: 1.69 at 12x16x20, 0.11 at 96x128x160; the If adds about 1 us).
     """
     spatial, points = sizes.spatial, sizes.points
-    if spatial is None or points is None:  # (an unknown X may be empty: the ring is read)
+    if points is None:
         return False
-    return spatial >= MASKED_TAPS_MIN_RATIO * taps * points
+    if spatial is None:
+        return at_run_time
+    return spatial >= masked_taps_min_spatial(taps, points)
+
+
+def masked_taps_min_spatial(taps: int, points: int) -> int:
+    """The fewest values a channel of X holds where masked taps pay (``masked_taps_pay``)."""
+    return MASKED_TAPS_MIN_RATIO * taps * points
 
 
 def matmul_pays(sizes: Sizes, taps: int, target: Target) -> bool:
@@ -392,7 +403,9 @@ STRATEGIES = [
         "other paddings, nearest; integer and bfloat16 X mask the weights instead; and float X "
         f"with static sizes of at least {MASKED_TAPS_MIN_RATIO}x the values the taps read (S "
         ">= ratio x taps x P): the taps gathered by GatherElements unpadded and masked by a "
-        "Where (on targets with Pad, GatherElements and a fast Where, but openvino)",
+        "Where (on targets with Pad, GatherElements and a fast Where, but openvino); with X "
+        "of unknown size and a grid of static size, where the target runs an If cheaply "
+        "(onnxruntime), an If picks this form or the ring by X's size at run time",
     ),
     Strategy(
         "zero_slot",

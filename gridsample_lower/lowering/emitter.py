@@ -113,6 +113,28 @@ class Emitter:
         up = self.Where(self.Greater(fraction, half), one, up_at_tie)
         return self.Add(floor, up)
 
+    def if_else(
+        self,
+        condition: ir.Value,
+        then: Callable[[Emitter], ir.Value],
+        otherwise: Callable[[Emitter], ir.Value],
+    ) -> ir.Value:
+        """If: ``then`` or ``otherwise`` emits its branch through an emitter of its own.
+
+        A branch's nodes are named ``<If node>/then/<Op>_<k>`` (``else``), so the region of
+        the GridSample holds the If alone; they read this graph's values as outer scope.
+        """
+        name = f"{self.name}/If_{next(self._counter)}"
+        branches = {}
+        for label, build in (("then_branch", then), ("else_branch", otherwise)):
+            recorder = NodeRecorder()
+            view = copy.copy(self)
+            view._op, view.name = recorder, f"{name}/{label.split('_')[0]}"
+            view._counter, view._consts, view._scalars, view._once = itertools.count(1), {}, {}, {}
+            output = build(view)
+            branches[label] = ir.Graph([], [output], nodes=recorder.nodes, name=view.name)
+        return self._op.op("If", condition, _name=name, _outputs=[name], **branches)
+
     def index(self, value: Any) -> ir.Value:
         """A constant gather index, in the target's index type (int64 by default)."""
         return self.const(value, self.target.index_dtype or ir.DataType.INT64)

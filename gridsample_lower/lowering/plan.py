@@ -64,6 +64,10 @@ class Plan:
         masks: points outside X are masked (nearest, zeros); they read a zero appended to X
             (``zero_slot``; by Pad where ``slot_by_pad``, else Concat), else are zeroed once
             gathered.
+        small_x: masked taps of an X of unknown size (``Target.cheap_if``): an If runs them
+            where X proves large at run time (``costs.masked_taps_min_spatial``), and this
+            plan, X padded by its ring, where it does not (an X with an empty axis too, which
+            no gather can read unpadded).
         flat_in_float: the axes are combined into the flat index in float and cast once.
         position_type: each axis' integer positions before they are combined.
         sample_type: the flat index within one sample; ``index_type``: across every sample
@@ -108,6 +112,7 @@ class Plan:
     sample_type: ir.DataType
     index_type: ir.DataType
     tiled: bool
+    small_x: Plan | None = None
     interleaved: bool = False
     fraction: bool = False
     integer_indices: bool = False
@@ -146,6 +151,8 @@ class Plan:
             parts.append("zero slot")
         elif self.masks_values and self.sum != "none":
             parts.append("masked taps")
+        if self.small_x is not None:
+            parts.append(f"else ring {self.small_x.ring} (an If: X's size)")
         if self.flat_points:
             parts.append("points on one axis")
         index = f"{self.index_type.name.lower()} indices"
@@ -270,6 +277,7 @@ def plan_of(
         ring=ring,
         per_point=per_point,
         masks=masks,
+        small_x=_small_x(spec, x_shape, grid_shape, target, masked_taps and given.spatial is None),
         zero_slot=zero_slot,
         slot_by_pad=spec.x_dtype in PAD_TYPES and target.allows("Pad"),
         flat_in_float=flat_in_float,
@@ -366,10 +374,19 @@ def _choose_masked_taps(
     forms = target.allows("GatherElements") and target.allows("Where") and target.allows("Pad")
     if not forms or target.reduced_storage or target.float_index_math or target.slow_where:
         return False, ""
-    if costs.masked_taps_pay(sizes, taps):
+    if costs.masked_taps_pay(sizes, taps, target.cheap_if):
+        if sizes.spatial is None:
+            ratio = costs.MASKED_TAPS_MIN_RATIO
+            return True, f"X of unknown size: where it holds {ratio}x the taps' values at run time"
         ratio = costs.MASKED_TAPS_MIN_RATIO
         return True, f"X holds {ratio}x the values the taps read or more: a ring would copy it"
     return False, "X padded by a ring of zeros: its copy costs less than masking every tap"
+
+
+def _small_x(spec, x_shape, grid_shape, target: Target, unknown: bool) -> Plan | None:
+    """The plan for an X that proves small at run time, where masked taps read one of unknown
+    size (``Plan.small_x``): the same node, its taps read from X padded by a ring."""
+    return plan_of(spec, x_shape, grid_shape, target, force={"masks": False}) if unknown else None
 
 
 def _choose_ring(spec: GridSampleSpec, rows: bool, target: Target) -> tuple[int, str]:

@@ -8,11 +8,13 @@ the onnxscript rule and the pass alike.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 from typing import Any
 
 import onnx_ir as ir
 
+from gridsample_lower.lowering import costs
 from gridsample_lower.lowering.decompositions import cubic, linear, nearest
 from gridsample_lower.lowering.emitter import Emitter
 from gridsample_lower.lowering.native_taps import read_by_native
@@ -76,6 +78,15 @@ def decompose(
         return em.reshape(x, [em.batch, em.channels, *em.output_dims()])
     if plan.reader:  # the target's own GridSample reads the taps
         return read_by_native(em, x, grid, spec, plan)
+    if plan.small_x is not None:  # X of unknown size: masked taps where it proves large
+        ring = plan.small_x
+        fewest = costs.masked_taps_min_spatial(plan.taps, math.prod(em.output_dims()))
+        spatial = em.x_size(range(2, 2 + spec.rank), ir.DataType.INT64)
+        return em.if_else(
+            em.GreaterOrEqual(spatial, em.const(fewest, ir.DataType.INT64)),
+            lambda branch: lookup(spec)(branch, x, grid, spec, plan),
+            lambda branch: lookup(spec)(branch, x, grid, spec, ring),
+        )
     return lookup(spec)(em, x, grid, spec, plan)
 
 

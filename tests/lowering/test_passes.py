@@ -46,6 +46,7 @@ INVENTORY = {
     "GatherElements",
     "Greater",
     "GreaterOrEqual",
+    "If",
     "MatMul",
     "Max",
     "Min",

@@ -13,7 +13,15 @@ import pathlib
 import numpy as np
 import onnx_ir as ir
 import pytest
-from conftest import assert_close, gridsample_model, make_grid, oracle, run_ort, spec_model
+from conftest import (
+    assert_close,
+    gridsample_model,
+    make_grid,
+    oracle,
+    run_onnx_reference,
+    run_ort,
+    spec_model,
+)
 from onnxscript import rewriter
 
 from gridsample_lower import lower
@@ -479,6 +487,39 @@ def test_masked_taps_are_exact_beside_infinite_pixels(mode, align, rng):
     assert_close(run_ort(lowered, {"X": x, "grid": grid}), expected, mode)
 
 
+
+
+GUARDED_SPECS = [
+    GridSampleSpec(r, m, "zeros", a)
+    for r, m in [(1, "linear"), (2, "linear"), (2, "cubic"), (3, "linear"), (3, "cubic")]
+    for a in (0, 1)
+]
+
+
+@pytest.mark.parametrize("spec", GUARDED_SPECS, ids=lambda s: s.label.replace(" ", "-"))
+def test_masked_taps_of_an_x_of_unknown_size_are_guarded_against_an_empty_axis(spec, rng):
+    """X of symbolic size, a grid of static size (a warp to a fixed output): on the onnxruntime
+    target the taps are masked, not X padded, and an If runs their gather only where X has
+    values. Checked against the oracle on a large X and a tiny one, and against onnx.reference
+    on an X with an empty axis (where onnxruntime's kernel refuses to run)."""
+    r = spec.rank
+    out = [3, 4, 5][:r]
+    model = gridsample_model(
+        ["N", "C", *[f"d{k}" for k in range(r)]], [2, *out, r], spec.mode, "zeros", spec.align_corners
+    )
+    plan = plan_of(spec, ["N", "C", *["d"] * r], [2, *out, r], get_target("onnxruntime"))
+    assert plan.masks and plan.ring == 0 and plan.small_x.ring > 0
+    assert not plan_of(spec, ["N", "C", *["d"] * r], [2, *out, r], get_target("generic")).masks
+    lowered = lower(model, target="onnxruntime", lower_all=True)
+    ops = {node.op_type for node in lowered.graph.node}
+    assert "If" in ops and "Pad" not in ops
+    grid = make_grid(rng, (2, *out, r), far=True)
+    for sizes in ([40, 32, 24][:r], [1, 2, 3][:r]):
+        x = rng.standard_normal((2, 3, *sizes)).astype(np.float32)
+        assert_close(run_ort(lowered, {"X": x, "grid": grid}), oracle(spec, x, grid), spec.mode)
+    empty = np.zeros((2, 3, *[0, 5, 6][:r]), np.float32)
+    expected = run_onnx_reference(spec_model(spec, empty, grid), {"X": empty, "grid": grid})
+    np.testing.assert_array_equal(run_ort(lowered, {"X": empty, "grid": grid}), expected)
 PLANE_SPECS = [
     GridSampleSpec(r, m, p, a)
     for r in (1, 2, 3)
