@@ -17,6 +17,7 @@ unchecked ``NodeCheck`` saying why, and only the whole-model comparison covers i
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 
 import numpy as np
@@ -28,6 +29,8 @@ from gridsample_lower.check.oracle import Oracle, Runner, candidate_runner
 from gridsample_lower.check.regions import AttentionProbe, probe_attentions
 from gridsample_lower.check.report import NodeCheck, compare
 from gridsample_lower.graphs import graphs
+from gridsample_lower.lowering import costs
+from gridsample_lower.lowering.index_range import TAPS_PER_AXIS
 from gridsample_lower.lowering.inventory import Site
 from gridsample_lower.runtime import onnxruntime_runs
 from gridsample_lower.spec import GridSampleSpec
@@ -60,6 +63,9 @@ class NodeProbe:
     whole: bool = False  # the node is the whole reference, its region the whole candidate
     synthetic: bool = False  # in a subgraph: run on synthetic X and grid, not the values seen
     y_name: str = ""  # the node's output in the reference
+    # The region picks its form by X's size at run time (an If: ``Plan.small_x``): the fewest
+    # values a channel of X holds for masked taps, else the ring; 0: one form.
+    switch_at: int = 0
     notes: list[str] = dataclasses.field(default_factory=list)  # where an oracle fell back
     _oracles: dict[bool, Oracle] = dataclasses.field(default_factory=dict)  # by native
     _region_runner: Runner | None = None
@@ -215,7 +221,7 @@ def _probe(check, site: Site, node: onnx.NodeProto, reference, candidate, region
     native = onnxruntime_runs(site.spec) and site.spelling_ok
     kept_native = native or nodes[0].op_type != "GridSample"
     shapes = tuple(_shape(value) for value in (x, grid))
-    return NodeProbe(
+    probe = NodeProbe(
         check,
         x.name,
         grid.name,
@@ -228,6 +234,11 @@ def _probe(check, site: Site, node: onnx.NodeProto, reference, candidate, region
         (x_type, grid_type),
         kept_native,
     )
+    points = shapes[1][1:-1] if shapes[1] is not None else [None]
+    if any(n.op_type == "If" for n in nodes) and all(isinstance(d, int) for d in points):
+        taps = TAPS_PER_AXIS[site.spec.mode] ** site.spec.rank
+        probe.switch_at = costs.masked_taps_min_spatial(taps, math.prod(points))
+    return probe
 
 
 def _shape(value: ir.Value) -> tuple | None:

@@ -7,6 +7,7 @@ whole model cannot run (``Run.unusable`` says why).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -23,6 +24,8 @@ from gridsample_lower.check.report import OutputCheck, compare
 from gridsample_lower.lowering.inventory import Site, find_gridsamples
 from gridsample_lower.runtime import onnxruntime_runs
 from gridsample_lower.text import one_line
+
+OTHER_FORM_MAX_VALUES = 2**24  # an X tiled to take a region's other form, at most
 
 __all__ = ["Progress", "Run"]
 
@@ -138,10 +141,14 @@ class Run:
                 )
             elif probe.whole:  # the node alone is the model just compared: no need to run it twice
                 self._as_whole(probe, compared, captured[probe.x_name])
+                self._other_form(probe, captured[probe.x_name], captured[probe.grid_name])
             elif probe.synthetic:  # in a subgraph, whose values the reference cannot show
-                self._probe(probe, *synthetic(probe, self.plan.dims, self.rng))
+                x, grid = synthetic(probe, self.plan.dims, self.rng)
+                self._probe(probe, x, grid)
+                self._other_form(probe, x, grid)
             else:
                 self._probe(probe, captured[probe.x_name], captured[probe.grid_name])
+                self._other_form(probe, captured[probe.x_name], captured[probe.grid_name])
 
     def alone(self, samples: int, progress: Progress) -> None:
         """Check each GridSample alone on synthetic X and grid: the whole model cannot run."""
@@ -159,7 +166,9 @@ class Run:
             for j, probe in enumerate(probes):
                 step = f"GridSample {probe.check.name!r} alone, synthetic set {k + 1}"
                 progress(k * len(self.probes) + j, total, step)
-                self._probe(probe, *synthetic(probe, self.plan.dims, self.rng))
+                x, grid = synthetic(probe, self.plan.dims, self.rng)
+                self._probe(probe, x, grid)
+                self._other_form(probe, x, grid)
 
     def _inputs_text(self) -> str:
         sizes = self.plan.dims.describe(chosen_only=False)
@@ -176,6 +185,33 @@ class Run:
                 f"GridSample {probe.check.name!r} alone failed on the values it sees: "
                 f"{one_line(error, tail=True)}"
             ) from None
+
+    def _other_form(self, probe: NodeProbe, x, grid) -> None:
+        """Run the form these values did not take, where the region picks one by X's size.
+
+        On X cropped to one pixel an axis (the ring), or tiled up to the size that switches
+        (masked taps), up to ``OTHER_FORM_MAX_VALUES``.
+        """
+        x = np.asarray(x)
+        rank = probe.spec.rank
+        spatial = math.prod(x.shape[2:])
+        if not probe.switch_at or x.size == 0:
+            return
+        if spatial >= probe.switch_at:
+            self._probe(probe, x[(..., *[slice(0, 1)] * rank)], grid)
+            return
+        factor = math.ceil((probe.switch_at / max(spatial, 1)) ** (1 / rank))
+        while math.prod(size * factor for size in x.shape[2:]) < probe.switch_at:
+            factor += 1
+        if x.size * factor**rank > OTHER_FORM_MAX_VALUES:
+            note = (
+                f"GridSample {probe.check.name!r}: its form for an X of {probe.switch_at}+ "
+                f"values a channel (masked taps) was not run: X tiled that far is too large"
+            )
+            if note not in probe.notes:
+                probe.notes.append(note)
+            return
+        self._probe(probe, np.tile(x, (1, 1, *[factor] * rank)), grid)
 
     def _as_whole(self, probe: NodeProbe, compared: dict | str, x) -> None:
         """A node that is the whole model: its check is the output's, at the node's bound."""

@@ -384,8 +384,11 @@ def _choose_masked_taps(
 
 
 def _small_x(spec, x_shape, grid_shape, target: Target, unknown: bool) -> Plan | None:
-    """The plan for an X that proves small at run time, where masked taps read one of unknown
-    size (``Plan.small_x``): the same node, its taps read from X padded by a ring."""
+    """The plan for an X that proves small at run time (``Plan.small_x``), or None.
+
+    Where masked taps read an X of unknown size: the same node, its taps read from X padded
+    by a ring.
+    """
     return plan_of(spec, x_shape, grid_shape, target, force={"masks": False}) if unknown else None
 
 

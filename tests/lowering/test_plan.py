@@ -487,8 +487,6 @@ def test_masked_taps_are_exact_beside_infinite_pixels(mode, align, rng):
     assert_close(run_ort(lowered, {"X": x, "grid": grid}), expected, mode)
 
 
-
-
 GUARDED_SPECS = [
     GridSampleSpec(r, m, "zeros", a)
     for r, m in [(1, "linear"), (2, "linear"), (2, "cubic"), (3, "linear"), (3, "cubic")]
@@ -505,7 +503,11 @@ def test_masked_taps_of_an_x_of_unknown_size_are_guarded_against_an_empty_axis(s
     r = spec.rank
     out = [3, 4, 5][:r]
     model = gridsample_model(
-        ["N", "C", *[f"d{k}" for k in range(r)]], [2, *out, r], spec.mode, "zeros", spec.align_corners
+        ["N", "C", *[f"d{k}" for k in range(r)]],
+        [2, *out, r],
+        spec.mode,
+        "zeros",
+        spec.align_corners,
     )
     plan = plan_of(spec, ["N", "C", *["d"] * r], [2, *out, r], get_target("onnxruntime"))
     assert plan.masks and plan.ring == 0 and plan.small_x.ring > 0
@@ -520,6 +522,8 @@ def test_masked_taps_of_an_x_of_unknown_size_are_guarded_against_an_empty_axis(s
     empty = np.zeros((2, 3, *[0, 5, 6][:r]), np.float32)
     expected = run_onnx_reference(spec_model(spec, empty, grid), {"X": empty, "grid": grid})
     np.testing.assert_array_equal(run_ort(lowered, {"X": empty, "grid": grid}), expected)
+
+
 PLANE_SPECS = [
     GridSampleSpec(r, m, p, a)
     for r in (1, 2, 3)
