@@ -11,7 +11,7 @@ import onnx_ir as ir
 from gridsample_lower.cli.batch import JOBS_OPTION, Outcome, expand_inputs, run_each
 from gridsample_lower.cli.choices import selection_options
 from gridsample_lower.cli.common import MODEL_PATH, Failure, read_model
-from gridsample_lower.lowering.attention import find_attentions
+from gridsample_lower.lowering.attention import selected_attentions
 from gridsample_lower.lowering.inventory import find_gridsamples, inferred_types, name_unnamed
 from gridsample_lower.lowering.options import LoweringOptions
 from gridsample_lower.lowering.plan import node_plan
@@ -75,16 +75,12 @@ def inspect_one(model_path, _output, *, options: LoweringOptions, plans: bool) -
                 row["plan"] = plan.describe()
                 row["plan_reasons"] = {key: why for key, why in plan.why.items() if why}
             rows.append(row)
-        if selection.target.fuses_attention:  # as the pass groups the nodes it lowers
-            lowered = [
-                site for site, row in zip(sites, rows, strict=True) if row["would"] == "lower"
-            ]
-            for attention in find_attentions(lowered):
-                for sampler in attention.samplers:
-                    row = rows[[site.node for site in sites].index(sampler)]
-                    row["would"] = f"lower as one unit: deformable attention {attention.name!r}"
-                    if "plan" in row:
-                        row["plan"] = "deformable attention: one Gather of every level's taps"
+        for attention in selected_attentions(sites, selection):  # as the pass groups them
+            for sampler in attention.samplers:
+                row = rows[[site.node for site in sites].index(sampler)]
+                row["would"] = f"lower as one unit: deformable attention {attention.name!r}"
+                if "plan" in row:
+                    row["plan"] = "deformable attention: one Gather of every level's taps"
     blocked = [row["name"] for row in rows if row["would"].startswith("cannot lower")]
     record: dict = {"gridsamples": rows}
     if blocked:

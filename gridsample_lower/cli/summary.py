@@ -11,6 +11,7 @@ import onnx_ir as ir
 
 from gridsample_lower.files.model_io import ModelFile
 from gridsample_lower.graphs import graphs
+from gridsample_lower.lowering.attention import selected_attentions
 from gridsample_lower.lowering.inventory import find_gridsamples, inferred_types, name_unnamed
 from gridsample_lower.lowering.selection import Selection
 
@@ -44,7 +45,10 @@ def kept_nodes(model: onnx.ModelProto, selection: Selection) -> list[str]:
     with inferred_types(graph):
         sites = find_gridsamples(graph)
         name_unnamed(graph, sites)
+        fused = {n for a in selected_attentions(sites, selection) for n in a.samplers}
         for site in sites:
+            if site.node in fused:  # (kept alone, lowered with its attention)
+                continue
             if site.spec is None:
                 why = site.problem or "cannot be lowered"
             else:

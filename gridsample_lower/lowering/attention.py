@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 import onnx_ir as ir
 
+from gridsample_lower.lowering import costs
 from gridsample_lower.lowering.coords import source_coordinate, tap_indices
 from gridsample_lower.lowering.decompositions.cubic import CUBIC
 from gridsample_lower.lowering.decompositions.linear import LINEAR
@@ -30,6 +31,7 @@ from gridsample_lower.lowering.emitter import Emitter
 from gridsample_lower.lowering.flat_index import where_inside
 from gridsample_lower.lowering.inventory import Site
 from gridsample_lower.lowering.sampling import TapConstants, grid_coordinates
+from gridsample_lower.lowering.selection import Selection
 from gridsample_lower.lowering.targets import Target
 from gridsample_lower.spec import GridSampleSpec, compute_dtype
 
@@ -76,6 +78,42 @@ class Source:
     value: ir.Value
     dims: tuple[int, int, int, int]  # B, S, H, C
     starts: tuple[int, ...]
+
+
+def attentions_to_fuse(
+    sites: Sequence[Site], lowered: Collection[ir.Node], kept: Collection[ir.Node] = ()
+) -> list[DeformableAttention]:
+    """The attentions to lower as one unit, in site order.
+
+    Every one whose GridSamples are all ``lowered``; and where some are ``kept`` (the target
+    runs them natively, its filters would lower them), those that run faster as one unit
+    (``costs.attention_pays``).
+    """
+    candidates = [site for site in sites if site.node in lowered or site.node in kept]
+    return [
+        attention
+        for attention in find_attentions(candidates)
+        if all(node in lowered for node in attention.samplers)
+        or costs.attention_pays(_dim(attention.samplers[0].inputs[0], 1))
+    ]
+
+
+def selected_attentions(sites: Sequence[Site], selection: Selection) -> list[DeformableAttention]:
+    """The attentions a lowering with ``selection`` makes one unit.
+
+    As ``inspect`` and the command line's summary tell them; the pass also leaves out nodes
+    its plan refuses.
+    """
+    if not selection.target.fuses_attention:
+        return []
+    specified = [site for site in sites if site.spec is not None]
+    lowered = {site.node for site in specified if selection(site.node.name, site.spec, site.node)}
+    kept = {
+        site.node
+        for site in specified
+        if selection.kept_by_target(site.node.name, site.spec, site.node)
+    }
+    return attentions_to_fuse(sites, lowered, kept)
 
 
 def find_attentions(sites: Sequence[Site]) -> list[DeformableAttention]:

@@ -51,6 +51,11 @@ SLOT_MAX_RATIO = 4  # a zero slot appended to X pays while X is at most this man
 # 8 (3-D, to 24x32x40): 0.66 -> 0.44; 6.2 (cubic, to 48x64): 1.0 -> 1.12; 4 (linear, to
 # 120x160): 1.7 -> 2.15; 1 (cubic, to 120x160): 0.57 -> 0.97.
 MASKED_TAPS_MIN_RATIO = 8
+# Deformable attention as one unit against onnxruntime's own GridSample per level (the
+# onnxruntime target keeps those: ``attention_pays``), 1 thread, one unit / native, levels of
+# 12x12 to 40x40 (4 levels, each half the last), 20 to 2125 queries, 4 points: heads of 32 or
+# 64 channels 0.39-0.93 (2 to 8 heads); of 16 channels 0.75-1.33 (1.07-1.33 with 20 queries).
+ATTENTION_MIN_HEAD_CHANNELS = 32
 # Linear samples read by the target's own kernel (MNN, ncnn) are normalized again for it, which
 # moves them by about L * 2**-24 pixels: up to this size of every sampled axis their error stays
 # within float32's tolerance (random unit data, grid in [-1.1, 1.1], 64x64 points, against
@@ -204,6 +209,17 @@ def masked_taps_pay(sizes: Sizes, taps: int, at_run_time: bool = False) -> bool:
 def masked_taps_min_spatial(taps: int, points: int) -> int:
     """The fewest values a channel of X holds where masked taps pay (``masked_taps_pay``)."""
     return MASKED_TAPS_MIN_RATIO * taps * points
+
+
+def attention_pays(head_channels: int | None) -> bool:
+    """Whether a deformable attention the target would keep runs faster lowered as one unit.
+
+    One unit reads the values in place, where onnxruntime reshapes and transposes each level
+    for its kernel, and sums every level's taps in one MatMul with the attention weights: it
+    wins with heads of ``ATTENTION_MIN_HEAD_CHANNELS`` channels or more (Deformable DETR,
+    RT-DETR, Mask2Former: 8 heads of 32), at every size measured.
+    """
+    return head_channels is not None and head_channels >= ATTENTION_MIN_HEAD_CHANNELS
 
 
 def matmul_pays(sizes: Sizes, taps: int, target: Target) -> bool:

@@ -22,7 +22,7 @@ from onnx_ir.passes.common import InlinePass
 
 from gridsample_lower.lowering.attention import (
     DeformableAttention,
-    find_attentions,
+    attentions_to_fuse,
     lower_attention,
 )
 from gridsample_lower.lowering.emitter import NodeRecorder
@@ -86,11 +86,11 @@ class LowerGridSamplePass(ir.passes.InPlacePass):
         name_unnamed(model, find_gridsamples(model))
         inlined = _inline_functions_with_gridsample(model)
         with inferred_types(model):
-            sites = find_gridsamples(model)
+            found = find_gridsamples(model)
             if isinstance(self.select, Selection):
-                self.select.check_matches(sites)
+                self.select.check_matches(found)
             attentions: list[DeformableAttention] = []  # (lowered as one unit)
-            judged = [(site, self._refusal(site)) for site in sites if self._selected(site)]
+            judged = [(site, self._refusal(site)) for site in found if self._selected(site)]
             problems = [(site, reason) for site, reason in judged if reason]
             if problems and self.strict:
                 raise UnsupportedGridSample(problems[0][0].name, problems[0][1])
@@ -100,9 +100,11 @@ class LowerGridSamplePass(ir.passes.InPlacePass):
                 count = call_functions(model, sites, lambda one: body(one).model)
             else:
                 if self.target.fuses_attention:
-                    attentions = find_attentions(sites)
+                    lowered = {site.node for site in sites}
+                    attentions = attentions_to_fuse(found, lowered, self._kept(found))
                 _lower_attentions(attentions, self.target)
                 joined = {node for attention in attentions for node in attention.samplers}
+                sites += [site for site in found if site.node in joined and site not in sites]
                 _lower_sites([site for site in sites if site.node not in joined], self.target)
                 count = len(sites)
         untype_functions(model)
@@ -122,6 +124,18 @@ class LowerGridSamplePass(ir.passes.InPlacePass):
         if site.spec is None:
             return site.problem or "unsupported"
         return node_plan(site.spec, site.node, self.target).refusal
+
+    def _kept(self, sites: list[Site]) -> set[ir.Node]:
+        """The nodes only the target keeps, and could lower (one unit may run them faster)."""
+        if not isinstance(self.select, Selection):
+            return set()
+        return {
+            site.node
+            for site in sites
+            if site.spec is not None
+            and self.select.kept_by_target(site.node.name, site.spec, site.node)
+            and not self._refusal(site)
+        }
 
     def _selected(self, site: Site) -> bool:
         if self.select is None:

@@ -48,6 +48,11 @@ class Selection:
             return f"{self.target.name} runs it natively"
         return None
 
+    def kept_by_target(self, name: str, spec: GridSampleSpec, node: ir.Node | None = None) -> bool:
+        """Whether only the target keeps the node: every filter would lower it."""
+        chosen = dataclasses.replace(self, lower_all=True)
+        return self.why_kept(name, spec, node) is not None and chosen(name, spec, node)
+
     def __call__(self, name: str, spec: GridSampleSpec, node: ir.Node | None = None) -> bool:
         return self.why_kept(name, spec, node) is None
 

@@ -59,7 +59,9 @@ class Target:
     # by ``costs.rows_pay``'s rule for fused targets, not onnxruntime's thresholds.
     fuses: bool = False
     # Multi-scale deformable attention (a GridSample per level, stacked, weighted, summed) is
-    # lowered as one unit (``attention``): one Gather and one MatMul for every level's taps.
+    # lowered as one unit (``attention``): one Gather and one MatMul for every level's taps;
+    # also where the target keeps the levels alone, if one unit runs faster
+    # (``costs.attention_pays``).
     fuses_attention: bool = False
     # Index arithmetic in float (exact: static sizes below 2**24), each flat index cast once:
     # for runtimes whose integer elementwise ops are slow (LiteRT runs float Min/Max/Mul/Add
@@ -319,7 +321,7 @@ TARGETS: dict[str, Target] = {
         Target(
             "onnxruntime",
             "lower what onnxruntime cannot run, and what runs faster lowered (MatMul, "
-            "BatchNormalization); deformable attention as one unit",
+            "BatchNormalization, deformable attention as one unit)",
             keeps=_onnxruntime_keeps,
             fuses_attention=True,
             cheap_if=True,

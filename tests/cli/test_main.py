@@ -12,6 +12,8 @@ import onnx
 import pytest
 from conftest import assert_close, gridsample_model, inspect_rows, make_grid, run_ort
 
+from gridsample_lower.models import deformable_attention_model
+
 ROOT = pathlib.Path(__file__).parents[2]
 EXAMPLE = ROOT / "testdata" / "stn.onnx"
 
@@ -177,6 +179,20 @@ def test_inspect_names_the_deformable_attention_lowered_as_one_unit(tmp_path):
     assert len(rows) == 3, result.stderr
     assert {r["would"] for r in rows} == {"lower as one unit: deformable attention 'node_sum_1'"}
     assert {r["plan"] for r in rows} == {"deformable attention: one Gather of every level's taps"}
+
+
+def test_lower_fuses_an_attention_with_heads_of_32_channels_by_default(tmp_path):
+    """The onnxruntime target keeps these GridSamples alone, not as one unit with heads of
+    32 channels: inspect, lower's summary and its output agree (none said to be kept)."""
+    model = tmp_path / "attention.onnx"
+    onnx.save(deformable_attention_model([(7, 9), (4, 5), (2, 3)], 2, 32, 5, 3), model)
+    rows = inspect_rows(cli("inspect", model, "--json", "--target", "onnxruntime").stdout)
+    assert {r["would"] for r in rows} == {"lower as one unit: deformable attention 'sample0+'"}
+    out = tmp_path / "out.onnx"
+    result = cli("lower", model, "-o", out, "--target", "onnxruntime")
+    assert result.returncode == 0, result.stderr
+    assert "kept" not in result.stdout and "1 deformable attention(s)" in result.stdout
+    assert "GridSample" not in {n.op_type for n in onnx.load(out).graph.node}
 
 
 def test_inspect_judges_a_target_by_the_node(tmp_path, rng):

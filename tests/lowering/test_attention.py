@@ -19,6 +19,7 @@ from test_passes import INVENTORY
 from gridsample_lower import lower
 from gridsample_lower.check.oracle import Oracle
 from gridsample_lower.check.tolerances import tolerance
+from gridsample_lower.lowering.options import LoweringOptions
 from gridsample_lower.lowering.passes import LowerGridSamplePass
 from gridsample_lower.models import deformable_attention_model
 from gridsample_lower.runtime import onnxruntime_runner
@@ -223,3 +224,33 @@ def test_values_of_another_rank_are_not_taken_for_the_split_values():
     assert_close(
         onnxruntime_runner(candidate)(values)[0], truth(model, values), np.float32, "linear"
     )
+
+
+def _by_default(model: onnx.ModelProto, **options) -> tuple[onnx.ModelProto, dict]:
+    """``model`` lowered as ``lower`` does with ``options``, and the attentions made one unit."""
+    lowering = LoweringOptions(**options).lowering_pass()
+    result = lowering(ir.serde.deserialize_model(model))
+    return ir.serde.serialize_model(result.model), result.attentions
+
+
+@pytest.mark.parametrize("channels,expected", [(32, True), (16, False)])
+def test_the_onnxruntime_target_fuses_what_it_keeps_where_heads_have_32_channels(
+    channels, expected
+):
+    """The onnxruntime target keeps 2-D linear zeros GridSample (its kernel beats the lowering
+    node by node), but one unit beats it with heads of 32+ channels: fused without
+    --lower-all then, and still the original; --skip naming one level keeps them all."""
+    model = deformable_attention_model(LEVELS, BATCH, channels, QUERIES, POINTS)
+    candidate, attentions = _by_default(model, target="onnxruntime")
+    remaining = [n.op_type for n in candidate.graph.node].count("GridSample")
+    assert (bool(attentions), remaining) == (expected, 0 if expected else len(LEVELS))
+    rng = np.random.default_rng(0)
+    values = feeds(model)
+    for level, (height, width) in enumerate(LEVELS):
+        x = rng.standard_normal((BATCH, channels, height, width)).astype(np.float32)
+        values[f"X{level}"] = x
+    actual = onnxruntime_runner(candidate)(values)[0]
+    assert_close(actual, truth(model, values), np.float32, "linear")
+    skipped, attentions = _by_default(model, target="onnxruntime", skip=["sample1"])
+    assert attentions == {}
+    assert [n.op_type for n in skipped.graph.node].count("GridSample") == len(LEVELS)
