@@ -280,14 +280,17 @@ def _reduced_taps(
     """
     n, c, per_axis = em.batch, em.channels, round(taps ** (1 / rank))
     fraction, dtype = fractions
-    # (the channels lead, and the weights broadcast over them, where gathered from planes)
-    lead, last = ([c], []) if planes else ([n], [c])
-    ones = [1] if planes else [n]
+    # (the channels lead, and the weights broadcast over them, where gathered from planes;
+    # several samples' planes side by side keep their batch axis: (C, N, T.., P))
+    one_sample = em.x_dim(0) == 1
+    lead, last = (([c] if one_sample else [c, n]), []) if planes else ([n], [c])
+    ones = ([1] if one_sample else [1, n]) if planes else [n]
     values = em.Gather(rows, flat, axis=1 if planes else 0)
+    first = len(lead)  # the first tap axis
     if not isinstance(weights, list):  # (forced planar) one product of weights
         values = em.reshape(values, [*lead, taps, total, *last])
         values = em.Mul(values, em.reshape(weights, [*ones, taps, total, *[1] * len(last)]))
-        return em.ReduceSum(values, em.const([1], INT64), keepdims=0)
+        return em.ReduceSum(values, em.const([first], INT64), keepdims=0)
     values = em.reshape(values, [*lead, *[per_axis] * rank, total, *last])
     for axis, (hi, lo) in enumerate(weights):
         taps_here = 1 if fraction else per_axis
@@ -301,7 +304,8 @@ def _reduced_taps(
     if planes or not all(isinstance(d, int) for d in (n, c, total)):
         # (C, T.., P): OpenVINO sums it as fast whichever way it is viewed; symbolic sizes
         # keep the tap axes (IREE 3.13 read garbage from the view below with symbolic sizes)
-        return em.ReduceSum(values, em.const(list(range(1, 1 + rank)), INT64), keepdims=0)
+        axes = list(range(first, first + rank))
+        return em.ReduceSum(values, em.const(axes, INT64), keepdims=0)
     # (N, T, P*C): OpenVINO sums one leading axis of a 3-D view a third faster than the tap
     # axes of (N, T.., P, C) (16 taps of 4096 x 64: 0.92 vs 1.37 ms)
     values = em.reshape(values, [n, taps, total * c])

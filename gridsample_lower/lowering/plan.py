@@ -257,7 +257,7 @@ def plan_of(
     planes, why["planes"] = _choose_planes(spec, gathered, taps, rows, combine, target)
     if "planes" in force:
         planes, why["planes"] = bool(force.pop("planes")) and rows, "forced"
-        several = target.slow_transpose and given.batch and combine != "reduce_sum"
+        several = target.slow_transpose and given.batch != 0
         planes = planes and combine in PLANE_SUMS and (given.batch == 1 or bool(several))
     tiled = tiled and not planes
     # (the grid's components are then gathered from (N, P, r): ``Target.grid_by_gather``)
@@ -556,7 +556,7 @@ def _choose_planes(
     sums = PLANE_SUMS if target.slow_transpose else ("chain", "none")
     if not (rows and wanted) or combine not in sums:
         return False, ""
-    if sizes.batch != 1 and not (target.slow_transpose and sizes.batch and combine != "reduce_sum"):
+    if sizes.batch != 1 and not (target.slow_transpose and sizes.batch != 0):
         return False, "more than one sample (or unknown): the rows span every sample"
     if not costs.planes_pay(sizes, taps, target):
         return False, f"{sizes.channels} channels: contiguous rows gather them faster"
@@ -564,7 +564,8 @@ def _choose_planes(
         why = f"X's {sizes.spatial} pixels outweigh {taps} taps x {sizes.points} points"
         return True, f"{why}: no copy of X, no transposed output"
     if sizes.batch != 1:
-        return True, f"{sizes.batch} samples' planes side by side: X's and Y's planes moved whole"
+        count = "several" if sizes.batch is None else f"{sizes.batch}"
+        return True, f"{count} samples' planes side by side: X's and Y's planes moved whole"
     return True, f"{sizes.channels} channels of one sample: no copy of X, no transposed output"
 
 
