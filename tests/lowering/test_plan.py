@@ -319,8 +319,12 @@ TABLE = [
     ("ov 3 ch", LINEAR, [1, 3, 14, 14], _points(4096), "openvino", {"planes": True}),
     ("ov nearest", NEAREST, [1, 40, 8, 8], _points(4096), "openvino", {"planes": True}),
     ("ov batch 2", NEAREST, [2, 40, 8, 8], _points(64), "openvino", {"planes": True}),
-    ("ov batch 2 cubic", CUBIC, [2, 3, 8, 8], _points(64), "openvino", {"planes": False}),
-    ("ov batch N", NEAREST, ["N", 40, 8, 8], _points(64), "openvino", {"planes": False}),
+    # several samples, or an unknown batch, side by side (C, N*S), the ReduceSum too
+    ("ov batch 2 cubic", CUBIC, [2, 3, 8, 8], _points(64), "openvino", {"planes": True}),
+    ("ov batch N", NEAREST, ["N", 40, 8, 8], _points(64), "openvino", {"planes": True}),
+    ("ov batch N cubic", CUBIC, ["N", 3, "H", "W"], _points(64), "openvino", {"planes": True}),
+    ("ov N, 40 ch cubic", CUBIC, ["N", 40, "H", "W"], _points(64), "openvino", {"planes": False}),
+    ("ov batch 0", NEAREST, [0, 3, 8, 8], _points(64), "openvino", {"planes": False}),
     # litert: 3-D's (N, T1, T2, T3, O1, O2, O3) has 7 axes, past its max_fast_rank of 5
     (
         "flat points",
