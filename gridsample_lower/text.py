@@ -1,8 +1,10 @@
-"""Text for people: a plain table, and an error's message on one line."""
+"""Text for people: a plain table, an error's message on one line, a list of names."""
 
 from __future__ import annotations
 
-__all__ = ["one_line", "table"]
+from collections.abc import Iterable
+
+__all__ = ["listed", "one_line", "table"]
 
 
 def table(rows: list[dict[str, str]]) -> str:
@@ -25,3 +27,10 @@ def one_line(error: BaseException, limit: int = 240, *, tail: bool = False) -> s
     if len(line) <= limit:
         return line
     return "..." + line[-limit:] if tail else line[: limit - 3] + "..."
+
+
+def listed(values: Iterable, limit: int = 10) -> str:
+    """``values`` sorted and quoted, the first ``limit`` of them, for a message."""
+    values = sorted(values)
+    more = f", ... ({len(values)} in all)" if len(values) > limit else ""
+    return ", ".join(repr(v) for v in values[:limit]) + more if values else "none"

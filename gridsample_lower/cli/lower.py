@@ -24,6 +24,7 @@ from gridsample_lower.cli.summary import changes, kept_nodes
 from gridsample_lower.lowering.api import lower_with_report
 from gridsample_lower.lowering.options import LoweringOptions
 from gridsample_lower.spec import UnsupportedGridSample
+from gridsample_lower.text import listed
 
 __all__ = ["lower"]
 
@@ -88,7 +89,8 @@ def lower_one(
         lowered, report = lower_with_report(source.proto, lowering)
     except (UnsupportedGridSample, ValueError) as error:
         raise Failure(f"{model_path}: {error}") from None
-    kept = kept_nodes(source.proto, lowering.selection())
+    selection = lowering.selection()
+    kept, symbolic = kept_nodes(source.proto, selection)
     record = {"output": str(dest.path), "lowered": dict(sorted(report.items())), "kept": kept}
     if not report:
         what = f"nothing to lower ({len(kept)} GridSample kept)" if kept else "no GridSample"
@@ -108,4 +110,8 @@ def lower_one(
         lines.append("ops added: " + ", ".join(change["ops_added"]))
     lines += [f"kept {item}" for item in kept]
     lines.append(f"wrote {dest.path}: {lowered_count} GridSample lowered, {verdict}")
+    if symbolic and selection.target.symbolic_sizes_note:
+        advice = f"{selection.target.symbolic_sizes_note} ({listed(symbolic, limit=3)})"
+        record["advice"] = advice
+        lines.append(f"note: {advice}")
     return Outcome(model_path, 0, lines, record)

@@ -35,27 +35,34 @@ def changes(source: ModelFile, result: onnx.ModelProto, written: Sequence[pathli
     }
 
 
-def kept_nodes(model: onnx.ModelProto, selection: Selection) -> list[str]:
-    """Each GridSample of the input ``model`` that ``selection`` keeps, named, with why.
+def kept_nodes(model: onnx.ModelProto, selection: Selection) -> tuple[list[str], list[str]]:
+    """Each GridSample ``selection`` keeps, named, with why; and those it lowers at symbolic size.
 
-    Judged on the input, as the pass judges it (the lowered model is far larger to read).
+    The second list names the lowered nodes whose X or grid has a symbolic size. Judged on
+    the input, as the pass judges it (the lowered model is far larger to read).
     """
     graph = ir.serde.deserialize_model(model)
-    kept = []
+    kept, symbolic = [], []
     with inferred_types(graph):
         sites = find_gridsamples(graph)
         name_unnamed(graph, sites)
         fused = {n for a in selected_attentions(sites, selection) for n in a.samplers}
         for site in sites:
-            if site.node in fused:  # (kept alone, lowered with its attention)
-                continue
             if site.spec is None:
                 why = site.problem or "cannot be lowered"
+            elif site.node in fused:  # (kept alone, lowered with its attention)
+                why = None
             else:
                 why = selection.why_kept(site.node.name, site.spec, site.node)
             if why:
                 kept.append(f"{site.name} ({why})")
-    return kept
+            elif not all(_static(value) for value in site.node.inputs[:2]):
+                symbolic.append(site.name)
+    return kept, symbolic
+
+
+def _static(value: ir.Value | None) -> bool:
+    return value is not None and value.shape is not None and value.shape.is_static()
 
 
 def _op_counts(model: onnx.ModelProto) -> collections.Counter[str]:

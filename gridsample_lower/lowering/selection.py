@@ -7,13 +7,14 @@ node is kept, so "what would be lowered and why" is never computed twice.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import onnx_ir as ir
 
 from gridsample_lower.lowering.inventory import Site
 from gridsample_lower.lowering.targets import TARGETS, Target
 from gridsample_lower.spec import GridSampleSpec
+from gridsample_lower.text import listed
 
 __all__ = ["Selection", "selects"]
 
@@ -74,7 +75,7 @@ class Selection:
             if missing:
                 raise ValueError(
                     f"{option}: no GridSample {what} {missing[0]!r} in the model "
-                    f"(it has: {_listed(present)})"
+                    f"(it has: {listed(present)})"
                 )
 
 
@@ -85,9 +86,3 @@ def selects(
     if isinstance(select, Selection):
         return select.why_kept(node.name, spec, node) is None
     return select(node.name, spec)
-
-
-def _listed(values: Iterable, limit: int = 10) -> str:
-    values = sorted(values)
-    more = f", ... ({len(values)} in all)" if len(values) > limit else ""
-    return ", ".join(repr(v) for v in values[:limit]) + more if values else "none"

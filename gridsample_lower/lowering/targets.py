@@ -100,6 +100,9 @@ class Target:
     # unknown size, their gather guarded by an If against an X with an empty axis, which no
     # gather can read (``Plan.guarded``), rather than copy all of X into a ring of zeros.
     cheap_if: bool = False
+    # What a user must know where a lowered GridSample has symbolic sizes (the command line
+    # says it after lowering such a node), or "".
+    symbolic_sizes_note: str = ""
 
     def __post_init__(self) -> None:
         if _takes_spec_only(self.keeps):  # written before targets could see the node
@@ -337,6 +340,12 @@ TARGETS: dict[str, Target] = {
             keeps=_openvino_keeps,
             reduced_storage=True,
             slow_transpose=True,
+            symbolic_sizes_note=(
+                "OpenVINO runs symbolic sizes op by op, unfused, each value stored in bfloat16 "
+                "at its default precision where the CPU has it: these lowered GridSamples may "
+                "then err (27 of 35 configurations measured did); reshape the model to static "
+                "sizes before compile_model, or compile with INFERENCE_PRECISION_HINT f32"
+            ),
         ),
         Target(
             "tensorrt",

@@ -305,3 +305,16 @@ def test_a_check_that_compares_nothing_writes_nothing(tmp_path):
     assert result.returncode == 2 and not out.exists()
     assert "dimension 'N' must be at least 1, not 0" in result.stderr
     assert len(result.stderr.splitlines()) == 1
+
+
+def test_lower_for_openvino_warns_where_a_lowered_node_has_symbolic_sizes(tmp_path):
+    """OpenVINO fuses nothing at symbolic sizes, where its default bfloat16 breaks the
+    openvino target's lowering: lower says so, naming the node; not for static sizes."""
+    for x_shape, warned in [(["N", 3, "H", "W"], True), ([1, 3, 6, 5], False)]:
+        model = tmp_path / "model.onnx"
+        onnx.save(gridsample_model(x_shape, [1, 4, 3, 2], "linear", "border"), model)
+        out = tmp_path / "out.onnx"
+        result = cli("lower", model, "-o", out, "--target", "openvino", "--lower-all")
+        assert result.returncode == 0, result.stderr
+        assert ("note: OpenVINO runs symbolic sizes op by op" in result.stdout) == warned
+        assert ("'gs'" in result.stdout.splitlines()[-1]) == warned
