@@ -237,7 +237,7 @@ def _probe(check, site: Site, node: onnx.NodeProto, reference, candidate, region
     points = shapes[1][1:-1] if shapes[1] is not None else [None]
     if any(n.op_type == "If" for n in nodes) and all(isinstance(d, int) for d in points):
         taps = TAPS_PER_AXIS[site.spec.mode] ** site.spec.rank
-        probe.switch_at = costs.masked_taps_min_spatial(taps, math.prod(points))
+        probe.switch_at = costs.masked_min_spatial(taps, math.prod(points))
     return probe
 
 

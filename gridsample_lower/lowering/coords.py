@@ -144,7 +144,9 @@ def tap_indices(
         return _reflect(em, taps, axis, spec, ct), None
     last = em.axis_size(axis, ct, lambda n: n - 1)
     clamped = em.clip(taps, em.const(0.0, ct), last, vector=axis == ALL_AXES)
-    return clamped, (em.Equal(clamped, taps) if spec.padding_mode == "zeros" else None)
+    if spec.padding_mode != "zeros":
+        return clamped, None
+    return clamped, _unless_empty(em, axis, em.Equal(clamped, taps), last, em.const(0.0, ct))
 
 
 def integer_tap_indices(
@@ -173,8 +175,25 @@ def integer_tap_indices(
         shifted = em.Add(taps, em.Mul(period, em.const(4, dtype)))
         folded = em.Sub(shifted, em.Mul(em.Div(shifted, period), period))
         return em.Min(folded, em.Sub(last, folded)), None
-    clamped = em.clip(taps, em.const(0, dtype), integer_bound(em, axis, dtype, lambda n: n - 1))
-    return clamped, (em.Equal(clamped, taps) if spec.padding_mode == "zeros" else None)
+    last = integer_bound(em, axis, dtype, lambda n: n - 1)
+    clamped = em.clip(taps, em.const(0, dtype), last)
+    if spec.padding_mode != "zeros":
+        return clamped, None
+    return clamped, _unless_empty(em, axis, em.Equal(clamped, taps), last, em.const(0, dtype))
+
+
+def _unless_empty(
+    em: Emitter, axis: int, inside: ir.Value, last: ir.Value, zero: ir.Value
+) -> ir.Value:
+    """``inside`` (clamped == tap), False throughout where the axis may be empty and is.
+
+    An empty axis clamps every tap onto one position (-1 by Clip, 0 by Max after Min), which
+    a tap there equals: with a symbolic size the mask also asks ``L - 1 >= 0``.
+    """
+    axes = range(em.rank) if axis == ALL_AXES else [axis]
+    if all(em.x_dim(2 + a) is not None for a in axes):
+        return inside
+    return em.logical_and(inside, em.GreaterOrEqual(last, zero))
 
 
 def integer_bound(em: Emitter, axis: int, dtype: ir.DataType, fn) -> ir.Value:

@@ -203,11 +203,17 @@ def masked_taps_pay(sizes: Sizes, taps: int, at_run_time: bool = False) -> bool:
         return False
     if spatial is None:
         return at_run_time
-    return spatial >= masked_taps_min_spatial(taps, points)
+    return spatial >= masked_min_spatial(taps, points)
 
 
-def masked_taps_min_spatial(taps: int, points: int) -> int:
-    """The fewest values a channel of X holds where masked taps pay (``masked_taps_pay``)."""
+def masked_min_spatial(taps: int, points: int) -> int:
+    """The fewest values a channel of X holds where masking beats copying X.
+
+    The taps of linear and cubic (``masked_taps_pay``); nearest's values (one tap, past
+    ``SLOT_MAX_RATIO`` times the points).
+    """
+    if taps == 1:
+        return SLOT_MAX_RATIO * points + 1
     return MASKED_TAPS_MIN_RATIO * taps * points
 
 

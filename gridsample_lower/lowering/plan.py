@@ -64,10 +64,10 @@ class Plan:
         masks: points outside X are masked (nearest, zeros); they read a zero appended to X
             (``zero_slot``; by Pad where ``slot_by_pad``, else Concat), else are zeroed once
             gathered.
-        small_x: masked taps of an X of unknown size (``Target.cheap_if``): an If runs them
-            where X proves large at run time (``costs.masked_taps_min_spatial``), and this
-            plan, X padded by its ring, where it does not (an X with an empty axis too, which
-            no gather can read unpadded).
+        small_x: masked taps or values of an X of unknown size (``Target.cheap_if``): an If
+            runs them where X proves large at run time (``costs.masked_min_spatial``), and
+            this plan, X padded by its ring or a zero slot, where it does not (an X with an
+            empty axis too, which no gather can read unpadded).
         flat_in_float: the axes are combined into the flat index in float and cast once.
         position_type: each axis' integer positions before they are combined.
         sample_type: the flat index within one sample; ``index_type``: across every sample
@@ -152,7 +152,8 @@ class Plan:
         elif self.masks_values and self.sum != "none":
             parts.append("masked taps")
         if self.small_x is not None:
-            parts.append(f"else ring {self.small_x.ring} (an If: X's size)")
+            other = f"ring {self.small_x.ring}" if self.small_x.ring else "zero slot"
+            parts.append(f"else {other} (an If: X's size)")
         if self.flat_points:
             parts.append("points on one axis")
         index = f"{self.index_type.name.lower()} indices"
@@ -277,7 +278,9 @@ def plan_of(
         ring=ring,
         per_point=per_point,
         masks=masks,
-        small_x=_small_x(spec, x_shape, grid_shape, target, masked_taps and given.spatial is None),
+        small_x=_small_x(
+            spec, x_shape, grid_shape, target, masked_taps, masks and not (zero_slot or rows)
+        ),
         zero_slot=zero_slot,
         slot_by_pad=spec.x_dtype in PAD_TYPES and target.allows("Pad"),
         flat_in_float=flat_in_float,
@@ -383,13 +386,21 @@ def _choose_masked_taps(
     return False, "X padded by a ring of zeros: its copy costs less than masking every tap"
 
 
-def _small_x(spec, x_shape, grid_shape, target: Target, unknown: bool) -> Plan | None:
+def _small_x(
+    spec, x_shape, grid_shape, target: Target, masked_taps: bool, masked_values: bool
+) -> Plan | None:
     """The plan for an X that proves small at run time (``Plan.small_x``), or None.
 
-    Where masked taps read an X of unknown size: the same node, its taps read from X padded
-    by a ring.
+    Where taps or values are masked once gathered from an X of unknown size: the same node,
+    its taps read from X padded by a ring, or its values from a zero slot appended to X.
     """
-    return plan_of(spec, x_shape, grid_shape, target, force={"masks": False}) if unknown else None
+    if costs.Sizes.of(spec.rank, x_shape, grid_shape).spatial is not None:
+        return None
+    if masked_taps:
+        return plan_of(spec, x_shape, grid_shape, target, force={"masks": False})
+    if masked_values and spec.mode == "nearest" and target.cheap_if:
+        return plan_of(spec, x_shape, grid_shape, target, force={"zero_slot": True})
+    return None
 
 
 def _choose_ring(spec: GridSampleSpec, rows: bool, target: Target) -> tuple[int, str]:
@@ -509,6 +520,12 @@ def _choose_zero_slot(
         return True, f"the {target.name} target's Where costs more than a copy of X"
     if rows:
         return False, "appending a row would copy the channels-last copy again"
+    if sizes.spatial is None and sizes.points is not None and target.cheap_if:
+        ratio = SLOT_MAX_RATIO
+        return (
+            False,
+            f"X of unknown size: a Where where it is over {ratio}x the points, at run time",
+        )
     if sizes.spatial is None or sizes.points is None:
         return True, "unknown sizes count as one point per pixel"
     if sizes.spatial <= SLOT_MAX_RATIO * sizes.points:

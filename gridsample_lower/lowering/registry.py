@@ -78,14 +78,14 @@ def decompose(
         return em.reshape(x, [em.batch, em.channels, *em.output_dims()])
     if plan.reader:  # the target's own GridSample reads the taps
         return read_by_native(em, x, grid, spec, plan)
-    if plan.small_x is not None:  # X of unknown size: masked taps where it proves large
-        ring = plan.small_x
-        fewest = costs.masked_taps_min_spatial(plan.taps, math.prod(em.output_dims()))
+    if plan.small_x is not None:  # X of unknown size: masked where it proves large
+        small = plan.small_x
+        fewest = costs.masked_min_spatial(plan.taps, math.prod(em.output_dims()))
         spatial = em.x_size(range(2, 2 + spec.rank), ir.DataType.INT64)
         return em.if_else(
             em.GreaterOrEqual(spatial, em.const(fewest, ir.DataType.INT64)),
             lambda branch: lookup(spec)(branch, x, grid, spec, plan),
-            lambda branch: lookup(spec)(branch, x, grid, spec, ring),
+            lambda branch: lookup(spec)(branch, x, grid, spec, small),
         )
     return lookup(spec)(em, x, grid, spec, plan)
 

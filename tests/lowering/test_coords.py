@@ -242,3 +242,29 @@ def test_far_float64_coordinates_stay_in_range_whatever_integer_they_cast_to(
     actual = evaluator.run(None, {"X": x, "grid": grid})[0]
     expected = grid_sample(x, grid, spec.mode, spec.padding_mode, spec.align_corners)
     assert_close(actual, expected, spec.mode)
+
+
+# Targets whose graphs onnxruntime runs and that never gather rows from an unpadded X of
+# unknown size with zeros padding. openvino, webnn, tract, iree and tinygrad do (nearest's
+# values masked once gathered, tinygrad's taps without a ring): an X with an empty axis
+# fails there at run time, as onnxruntime's own GridSample does (docs/semantics.md).
+EMPTY_AXIS_TARGETS = ["generic", "onnxruntime", "tensorrt", "tvm", "int32", "litert"]
+
+
+@pytest.mark.parametrize("target", EMPTY_AXIS_TARGETS)
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("align", [0, 1])
+def test_an_empty_axis_of_unknown_size_reads_zeros(target, mode, align, rng):
+    """X with an empty spatial axis, its sizes symbolic, zeros padding: every tap lies outside,
+    Y is zeros (the check's reference kernel: onnxruntime's refuses the axis, onnx.reference's
+    nearest indexes it). With align_corners=1 a tap's coordinate can round to -1 or 0, which
+    an empty axis' clamp gives too: the mask must not call it inside."""
+    for r in (1, 2, 3):
+        model = gridsample_model(
+            ["N", "C", *[f"d{k}" for k in range(r)]], [2, *[3, 4, 2][:r], r], mode, "zeros", align
+        )
+        lowered = lower(model, target=target, lower_all=True)
+        x = np.zeros((2, 3, *[0, 5, 6][:r]), np.float32)
+        grid = rng.uniform(-1.5, 1.5, (2, *[3, 4, 2][:r], r)).astype(np.float32)
+        expected = grid_sample(x, grid, mode, "zeros", align).astype(np.float32)
+        np.testing.assert_array_equal(run_ort(lowered, {"X": x, "grid": grid}), expected)
