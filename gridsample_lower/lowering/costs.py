@@ -433,7 +433,9 @@ STRATEGIES = [
         "zero_slot",
         "True",
         "nearest, zeros padding, GatherElements: masked points read a zero appended to X while "
-        f"S <= {SLOT_MAX_RATIO} x P or either is unknown (else a Where masks the values); and "
+        f"S <= {SLOT_MAX_RATIO} x P or either is unknown (else a Where masks the values; with "
+        "X of unknown size and a grid of static size, where the target runs an If cheaply "
+        "(onnxruntime), an If picks the Where or the slot by X's size at run time); and "
         "always for types onnxruntime's Where lacks, or where the target's Where is slow "
         "(litert: a zero row appended to the rows)",
     ),
