@@ -193,10 +193,9 @@ class Run:
         (masked taps), up to ``OTHER_FORM_MAX_VALUES``.
         """
         x = np.asarray(x)
-        rank = probe.spec.rank
-        spatial = math.prod(x.shape[2:])
         if not probe.switch_at or x.size == 0:
             return
+        rank, spatial = probe.spec.rank, math.prod(x.shape[2:])
         if spatial >= probe.switch_at:
             self._probe(probe, x[(..., *[slice(0, 1)] * rank)], grid)
             return

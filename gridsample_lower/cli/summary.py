@@ -15,7 +15,7 @@ from gridsample_lower.lowering.attention import selected_attentions
 from gridsample_lower.lowering.inventory import find_gridsamples, inferred_types, name_unnamed
 from gridsample_lower.lowering.selection import Selection
 
-__all__ = ["changes", "kept_nodes"]
+__all__ = ["changes", "kept_and_symbolic"]
 
 
 def changes(source: ModelFile, result: onnx.ModelProto, written: Sequence[pathlib.Path]) -> dict:
@@ -35,7 +35,7 @@ def changes(source: ModelFile, result: onnx.ModelProto, written: Sequence[pathli
     }
 
 
-def kept_nodes(model: onnx.ModelProto, selection: Selection) -> tuple[list[str], list[str]]:
+def kept_and_symbolic(model: onnx.ModelProto, selection: Selection) -> tuple[list[str], list[str]]:
     """Each GridSample ``selection`` keeps, named, with why; and those it lowers at symbolic size.
 
     The second list names the lowered nodes whose X or grid has a symbolic size. Judged on

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 import numpy as np
 import onnx_ir as ir
@@ -98,19 +98,23 @@ def attentions_to_fuse(
     ]
 
 
-def selected_attentions(sites: Sequence[Site], selection: Selection) -> list[DeformableAttention]:
-    """The attentions a lowering with ``selection`` makes one unit.
+def selected_attentions(
+    sites: Sequence[Site],
+    selection: Selection,
+    refused: Callable[[Site], bool] = lambda site: False,
+) -> list[DeformableAttention]:
+    """The attentions a lowering with ``selection`` makes one unit (``attentions_to_fuse``).
 
-    As ``inspect`` and the command line's summary tell them; the pass also leaves out nodes
-    its plan refuses.
+    The pass, ``inspect`` and the command line's summary judge them here alike; the pass
+    also leaves out the nodes its plan ``refused``.
     """
     if not selection.target.fuses_attention:
         return []
-    specified = [site for site in sites if site.spec is not None]
-    lowered = {site.node for site in specified if selection(site.node.name, site.spec, site.node)}
+    usable = [site for site in sites if site.spec is not None and not refused(site)]
+    lowered = {site.node for site in usable if selection(site.node.name, site.spec, site.node)}
     kept = {
         site.node
-        for site in specified
+        for site in usable
         if selection.kept_by_target(site.node.name, site.spec, site.node)
     }
     return attentions_to_fuse(sites, lowered, kept)

@@ -24,6 +24,7 @@ from gridsample_lower.lowering.attention import (
     DeformableAttention,
     attentions_to_fuse,
     lower_attention,
+    selected_attentions,
 )
 from gridsample_lower.lowering.emitter import NodeRecorder
 from gridsample_lower.lowering.functions import call_functions, untype_functions
@@ -99,12 +100,11 @@ class LowerGridSamplePass(ir.passes.InPlacePass):
                 body = LowerGridSamplePass(target=self.target)  # a body's one node: all of it
                 count = call_functions(model, sites, lambda one: body(one).model)
             else:
-                if self.target.fuses_attention:
-                    lowered = {site.node for site in sites}
-                    attentions = attentions_to_fuse(found, lowered, self._kept(found))
+                attentions = self._attentions(found, {s.node: why for s, why in judged})
                 _lower_attentions(attentions, self.target)
                 joined = {node for attention in attentions for node in attention.samplers}
-                sites += [site for site in found if site.node in joined and site not in sites]
+                taken = {site.node for site in sites}
+                sites += [site for site in found if site.node in joined - taken]  # (kept alone)
                 _lower_sites([site for site in sites if site.node not in joined], self.target)
                 count = len(sites)
         untype_functions(model)
@@ -125,17 +125,22 @@ class LowerGridSamplePass(ir.passes.InPlacePass):
             return site.problem or "unsupported"
         return node_plan(site.spec, site.node, self.target).refusal
 
-    def _kept(self, sites: list[Site]) -> set[ir.Node]:
-        """The nodes only the target keeps, and could lower (one unit may run them faster)."""
+    def _attentions(self, found: list[Site], judged: dict) -> list[DeformableAttention]:
+        """The attentions lowered as one unit (``selected_attentions``).
+
+        Of the nodes lowered, and of those only the target keeps where one unit runs them
+        faster. ``judged``: each selected node's refusal, "" where it is lowered.
+        """
+        if not self.target.fuses_attention:
+            return []
         if not isinstance(self.select, Selection):
-            return set()
-        return {
-            site.node
-            for site in sites
-            if site.spec is not None
-            and self.select.kept_by_target(site.node.name, site.spec, site.node)
-            and not self._refusal(site)
-        }
+            return attentions_to_fuse(found, {node for node, why in judged.items() if not why})
+
+        def refused(site: Site) -> bool:  # (a kept node's plan is made here, once)
+            why = judged[site.node] if site.node in judged else self._refusal(site)
+            return bool(why)
+
+        return selected_attentions(found, self.select, refused)
 
     def _selected(self, site: Site) -> bool:
         if self.select is None:

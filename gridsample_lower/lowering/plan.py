@@ -279,7 +279,7 @@ def plan_of(
         per_point=per_point,
         masks=masks,
         small_x=_small_x(
-            spec, x_shape, grid_shape, target, masked_taps, masks and not (zero_slot or rows)
+            spec, x_shape, grid_shape, target, given, masked_taps, masks and not (zero_slot or rows)
         ),
         zero_slot=zero_slot,
         slot_by_pad=spec.x_dtype in PAD_TYPES and target.allows("Pad"),
@@ -377,24 +377,29 @@ def _choose_masked_taps(
     forms = target.allows("GatherElements") and target.allows("Where") and target.allows("Pad")
     if not forms or target.reduced_storage or target.float_index_math or target.slow_where:
         return False, ""
+    ratio = costs.MASKED_TAPS_MIN_RATIO
     if costs.masked_taps_pay(sizes, taps, target.cheap_if):
         if sizes.spatial is None:
-            ratio = costs.MASKED_TAPS_MIN_RATIO
             return True, f"X of unknown size: where it holds {ratio}x the taps' values at run time"
-        ratio = costs.MASKED_TAPS_MIN_RATIO
         return True, f"X holds {ratio}x the values the taps read or more: a ring would copy it"
     return False, "X padded by a ring of zeros: its copy costs less than masking every tap"
 
 
 def _small_x(
-    spec, x_shape, grid_shape, target: Target, masked_taps: bool, masked_values: bool
+    spec,
+    x_shape,
+    grid_shape,
+    target: Target,
+    given: costs.Sizes,
+    masked_taps: bool,
+    masked_values: bool,
 ) -> Plan | None:
     """The plan for an X that proves small at run time (``Plan.small_x``), or None.
 
     Where taps or values are masked once gathered from an X of unknown size: the same node,
     its taps read from X padded by a ring, or its values from a zero slot appended to X.
     """
-    if costs.Sizes.of(spec.rank, x_shape, grid_shape).spatial is not None:
+    if given.spatial is not None:
         return None
     if masked_taps:
         return plan_of(spec, x_shape, grid_shape, target, force={"masks": False})

@@ -493,7 +493,7 @@ def test_masked_taps_are_exact_beside_infinite_pixels(mode, align, rng):
     assert_close(run_ort(lowered, {"X": x, "grid": grid}), expected, mode)
 
 
-GUARDED_SPECS = [
+RUN_TIME_SPECS = [
     GridSampleSpec(r, m, "zeros", a)
     for r, m in [(1, "linear"), (2, "linear"), (2, "cubic"), (3, "linear"), (3, "cubic")]
     + [(r, "nearest") for r in (1, 2, 3)]
@@ -501,7 +501,7 @@ GUARDED_SPECS = [
 ]
 
 
-@pytest.mark.parametrize("spec", GUARDED_SPECS, ids=lambda s: s.label.replace(" ", "-"))
+@pytest.mark.parametrize("spec", RUN_TIME_SPECS, ids=lambda s: s.label.replace(" ", "-"))
 def test_an_x_of_unknown_size_is_masked_or_padded_by_its_size_at_run_time(spec, rng):
     """X of symbolic size, a grid of static size (a warp to a fixed output): on the onnxruntime
     target an If picks, by X's size at run time, taps (nearest: values) masked once gathered,
