@@ -24,13 +24,13 @@ import numpy as np
 import onnx_ir as ir
 
 from gridsample_lower.lowering import costs
-from gridsample_lower.lowering.coords import source_coordinate, tap_indices
+from gridsample_lower.lowering.coords import ring_base, source_coordinate, tap_indices
 from gridsample_lower.lowering.decompositions.cubic import CUBIC
 from gridsample_lower.lowering.decompositions.linear import LINEAR
 from gridsample_lower.lowering.emitter import Emitter
 from gridsample_lower.lowering.flat_index import where_inside
 from gridsample_lower.lowering.inventory import Site
-from gridsample_lower.lowering.sampling import TapConstants, grid_coordinates
+from gridsample_lower.lowering.sampling import BF16_EXACT, TapConstants, grid_coordinates
 from gridsample_lower.lowering.selection import Selection
 from gridsample_lower.lowering.targets import Target
 from gridsample_lower.spec import GridSampleSpec, compute_dtype
@@ -81,21 +81,43 @@ class Source:
 
 
 def attentions_to_fuse(
-    sites: Sequence[Site], lowered: Collection[ir.Node], kept: Collection[ir.Node] = ()
+    sites: Sequence[Site],
+    target: Target,
+    lowered: Collection[ir.Node],
+    kept: Collection[ir.Node] = (),
 ) -> list[DeformableAttention]:
     """The attentions to lower as one unit, in site order.
 
     Every one whose GridSamples are all ``lowered``; and where some are ``kept`` (the target
     runs them natively, its filters would lower them), those that run faster as one unit
-    (``costs.attention_pays``).
+    (``costs.attention_pays``). From planes (``Target.attention_planes``), only attentions
+    whose levels' padded axes are static and exact in bfloat16.
     """
     candidates = [site for site in sites if site.node in lowered or site.node in kept]
     return [
         attention
         for attention in find_attentions(candidates)
-        if all(node in lowered for node in attention.samplers)
-        or costs.attention_pays(_dim(attention.samplers[0].inputs[0], 1))
+        if (not target.attention_planes or _planes_fit(attention))
+        and (
+            all(node in lowered for node in attention.samplers)
+            or costs.attention_pays(_dim(attention.samplers[0].inputs[0], 1), target)
+        )
     ]
+
+
+def _planes_fit(attention: DeformableAttention) -> bool:
+    """Whether every level's axes, padded by the kernel's ring, are static and exact in bf16."""
+    ring = _ring(attention.spec, planes=True)
+    sizes = [_dim(s.inputs[0], a) for s in attention.samplers for a in (0, 2, 3)]
+    sizes += [_dim(s.inputs[1], 2) for s in attention.samplers]  # (each level's points)
+    return None not in sizes and all(
+        _dim(s.inputs[0], a) + 2 * ring <= BF16_EXACT for s in attention.samplers for a in (2, 3)
+    )
+
+
+def _ring(spec: GridSampleSpec, planes: bool) -> int:
+    """Zeros on either side of each level's axes: the kernel's taps (planes, zeros padding)."""
+    return len(KERNELS[spec.mode].offsets) if planes and spec.padding_mode == "zeros" else 0
 
 
 def selected_attentions(
@@ -117,7 +139,7 @@ def selected_attentions(
         for site in usable
         if selection.kept_by_target(site.node.name, site.spec, site.node)
     }
-    return attentions_to_fuse(sites, lowered, kept)
+    return attentions_to_fuse(sites, selection.target, lowered, kept)
 
 
 def find_attentions(sites: Sequence[Site]) -> list[DeformableAttention]:
@@ -387,6 +409,10 @@ class _Levels(Emitter):
         """A level's P, ``(1,)`` int64, from its grid's shape (once)."""
         return self.once(("points", grid), lambda: self.Shape(grid, start=2, end=3))
 
+    def level_dims(self) -> list[tuple[int, int]]:
+        """Each level's static (H, W)."""
+        return [(_dim(x, 2), _dim(x, 3)) for x in self.levels]
+
     def level_sizes(self, axes: list[int]) -> list[int | None]:
         """Each level's static product of X's ``axes``, or None where one is symbolic."""
         dims = [[_dim(x, a) for a in axes] for x in self.levels]
@@ -427,12 +453,14 @@ def lower_attention(
     Per point and tap, the flat index into one buffer of every level's channels-last rows,
     ``(N*S, C)`` plus a row of zeros that outside taps read, and the tap's weight times the
     point's attention weight; one Gather of every tap ``(N, Q, K, C)``, one MatMul with the
-    ``(N, Q, 1, K)`` weights.
+    ``(N, Q, 1, K)`` weights. On targets that gather from planes (``_gather_planes``), the
+    index is into every level's planes, zeros padding reading a ring around each level.
     """
     spec = attention.spec
     ct, kernel = compute_dtype(spec), KERNELS[spec.mode]
     em = _Levels(builder, attention.name, attention, target)
-    source = attention.source if em.level_points is not None else None
+    planes, ring = target.attention_planes, _ring(spec, target.attention_planes)
+    source = attention.source if em.level_points is not None and not planes else None
     index_type = _index_type(em, target, source)
     grid = em.Concat(*em.grids, axis=2)  # (N, Q, L*P, 2): level l's point p at l*P + p
     flat, weights, inside = None, None, None
@@ -442,12 +470,18 @@ def lower_attention(
         floor, taps = em.Floor(coord), TapConstants(em, axis, 2, ct)
         w = kernel.weights(em, em.Add(coord, em.Sub(g, g)), floor, taps)  # g - g: 0 or NaN
         positions, within = em.Add(floor, taps(kernel.offsets)), None
-        if spec.padding_mode != "border":  # zeros: clamped, and where; reflection: folded
+        if ring:  # zeros: every tap on the level padded by a ring, the floor clamped onto it
+            base = ring_base(em, floor, axis, kernel.offsets, ct)
+            positions = em.Add(base, taps([o + ring for o in kernel.offsets]))
+        elif spec.padding_mode != "border":  # zeros: clamped, and where; reflection: folded
             positions, within = tap_indices(em, positions, axis, spec, ct)
         # Positions are within 2**23 + 4 of the axis (``source_coordinate`` bounds or folds
         # the coordinate): int32, whose arithmetic onnxruntime runs 3-5x faster than int64's.
         index = em.Cast(positions, to=INT32)
-        if within is not None:  # (zeros) outside taps weigh 0 and read the row of zeros
+        if ring:  # (a NaN coordinate's index, any integer: into the padded axis)
+            last = em.axis_size(axis, INT32, lambda n: n + 2 * ring - 1)
+            index = em.Max(em.Min(index, last), em.const(0, INT32))
+        elif within is not None:  # (zeros) outside taps weigh 0 and read the row of zeros
             w = em.Mul(w, em.Cast(within, to=ct))
             within = em.Cast(within, to=index_type)
             inside = within if inside is None else em.Mul(inside, within)
@@ -457,7 +491,9 @@ def lower_attention(
         if index_type != INT32:
             index = em.Cast(index, to=index_type)
         if axis == 0:  # rows of the level: times its width
-            index = em.Mul(index, em.axis_size(1, index_type))
+            index = em.Mul(index, em.axis_size(1, index_type, lambda n: n + 2 * ring))
+            if planes:  # where the sample's level starts: added to the rows (half the taps)
+                index = em.Add(index, _plane_starts(em, index_type, ring))
         flat = index if flat is None else em.Add(flat, index)
         weights = w if weights is None else em.Mul(weights, w)
     n, c, queries = em.batch, em.channels, em.extent(em.grids[0], 1)
@@ -466,8 +502,11 @@ def lower_attention(
     if spec.x_dtype != ct:
         attention_weights = em.Cast(attention_weights, to=ct)
     weights = em.Mul(weights, attention_weights)
-    args = (index_type, flat, inside, weights, queries, per_query, source)
-    y = _gather_rows(em, spec, *args)
+    if planes:
+        y = _gather_planes(em, spec, flat, weights, queries, per_query, ring)
+    else:
+        args = (index_type, flat, inside, weights, queries, per_query, source)
+        y = _gather_rows(em, spec, *args)
     if spec.x_dtype != ct:
         y = em.Cast(y, to=spec.x_dtype)
     if attention.keepdims:
@@ -504,6 +543,40 @@ def _gather_rows(
         rows = em.Cast(rows, to=ct)
     values = em.Gather(rows, flat, axis=0)  # (N, Q, K, C)
     return em.Transpose(em.reshape(em.MatMul(weights, values), [n, queries, c]), perm=[0, 2, 1])
+
+
+def _gather_planes(em, spec, flat, weights, queries, per_query, ring: int) -> ir.Value:
+    """``(N, C, Q)``: every tap gathered from every level's planes ``(C, N*S)``, summed.
+
+    For runtimes whose Gather of short rows is slow and whose integer ops are (OpenVINO: a
+    row of 16 floats 6 ns, a value of a plane 0.5): C values a tap. Zeros padding pads each
+    level by a ring (``ring``), which the taps' positions were clamped onto: no masks. The
+    taps' weights multiply the values gathered, and a ReduceSum adds them.
+    """
+    n, c, ct = em.batch, em.channels, compute_dtype(spec)
+    pads = em.const([0, 0, ring, ring, 0, 0, ring, ring], INT64)
+    levels = [em.Pad(x, pads) if ring else x for x in em.levels]
+    planes = em.Concat(*[em.reshape(x, [n, c, -1]) for x in levels], axis=2)
+    planes = em.reshape(em.Transpose(planes, perm=[1, 0, 2]), [c, -1])  # (C, N*S)
+    flat = em.reshape(em.Transpose(flat, perm=[0, 3, 1, 2, 4]), [n, queries, per_query])
+    weights = em.reshape(em.Transpose(weights, perm=[0, 3, 1, 2, 4]), [n, queries, per_query])
+    if spec.x_dtype != ct:
+        planes = em.Cast(planes, to=ct)
+    values = em.Gather(planes, flat, axis=1)  # (C, N, Q, K)
+    y = em.ReduceSum(em.Mul(values, weights), em.const([-1], INT64), keepdims=0)
+    return em.Transpose(y, perm=[1, 0, 2])
+
+
+def _plane_starts(em: _Levels, dtype: ir.DataType, ring: int) -> ir.Value:
+    """``(N, 1, 1, 1, M)``: where each point's level starts in the planes ``(C, N*S)``.
+
+    Static sizes (``_planes_fit``): each level padded by ``ring`` on either side of each axis.
+    """
+    sizes = [(h + 2 * ring) * (w + 2 * ring) for h, w in em.level_dims()]
+    starts = np.repeat(np.cumsum([0, *sizes[:-1]]), em.level_points)
+    batch = em.x_dim(0)
+    samples = np.arange(batch).reshape(batch, 1, 1, 1, 1) * sum(sizes)
+    return em.const(samples + starts, dtype)
 
 
 def _level_rows(em, spec, flat, zeros: bool, index_type):

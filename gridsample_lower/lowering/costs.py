@@ -217,14 +217,17 @@ def masked_min_spatial(taps: int, points: int) -> int:
     return MASKED_TAPS_MIN_RATIO * taps * points
 
 
-def attention_pays(head_channels: int | None) -> bool:
+def attention_pays(head_channels: int | None, target: Target) -> bool:
     """Whether a deformable attention the target would keep runs faster lowered as one unit.
 
     One unit reads the values in place, where onnxruntime reshapes and transposes each level
     for its kernel, and sums every level's taps in one MatMul with the attention weights: it
     wins with heads of ``ATTENTION_MIN_HEAD_CHANNELS`` channels or more (Deformable DETR,
-    RT-DETR, Mask2Former: 8 heads of 32), at every size measured.
+    RT-DETR, Mask2Former: 8 heads of 32), at every size measured. From planes
+    (``Target.attention_planes``: OpenVINO) it never beats the runtime's own kernel.
     """
+    if target.attention_planes:
+        return False
     return head_channels is not None and head_channels >= ATTENTION_MIN_HEAD_CHANNELS
 
 

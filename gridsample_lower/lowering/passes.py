@@ -134,7 +134,8 @@ class LowerGridSamplePass(ir.passes.InPlacePass):
         if not self.target.fuses_attention:
             return []
         if not isinstance(self.select, Selection):
-            return attentions_to_fuse(found, {node for node, why in judged.items() if not why})
+            lowered = {node for node, why in judged.items() if not why}
+            return attentions_to_fuse(found, self.target, lowered)
 
         def refused(site: Site) -> bool:  # (a kept node's plan is made here, once)
             why = judged[site.node] if site.node in judged else self._refusal(site)

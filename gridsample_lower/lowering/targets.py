@@ -63,6 +63,11 @@ class Target:
     # also where the target keeps the levels alone, if one unit runs faster
     # (``costs.attention_pays``).
     fuses_attention: bool = False
+    # One attention's taps gathered from every level's planes ``(C, N*S)``, each level padded
+    # by a ring of zeros: no masks, no integer select (OpenVINO: a Gather of short rows, and
+    # its integer ops, run slowly). Only static levels whose padded axes stay exact in
+    # bfloat16 (up to 256 pixels), which OpenVINO stores between its kernels by default.
+    attention_planes: bool = False
     # Index arithmetic in float (exact: static sizes below 2**24), each flat index cast once:
     # for runtimes whose integer elementwise ops are slow (LiteRT runs float Min/Max/Mul/Add
     # in XNNPACK, int32 ones with a broadcast scalar 10-40x slower in its reference kernels).
@@ -332,7 +337,7 @@ TARGETS: dict[str, Target] = {
         Target(
             "openvino",
             "keep 4-D float GridSample, any grid type (OpenVINO runs it), lower the rest "
-            "with row Gathers",
+            "with row Gathers (--lower-all: deformable attention as one unit)",
             # It runs 3-D and 1-D GridSample only lowered, and its GatherElements was slower
             # than row Gathers in 9 of 11 cases (bench/openvino_gathers.py: 5-D linear with 16
             # channels 8.66 vs 6.24 ms; at worst 15% faster).
@@ -340,6 +345,8 @@ TARGETS: dict[str, Target] = {
             keeps=_openvino_keeps,
             reduced_storage=True,
             slow_transpose=True,
+            fuses_attention=True,
+            attention_planes=True,
             symbolic_sizes_note=(
                 "OpenVINO runs symbolic sizes op by op, unfused, each value stored in bfloat16 "
                 "at its default precision where the CPU has it: these lowered GridSamples may "

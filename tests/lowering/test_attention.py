@@ -66,21 +66,41 @@ def assert_close(actual, expected, dtype, mode):
     np.testing.assert_allclose(actual, expected, atol=atol, rtol=rtol)
 
 
+def openvino_runner(model: onnx.ModelProto):
+    """OpenVINO's CPU plugin in float32 (the openvino target's runtime), one thread."""
+    import openvino as ov
+
+    core = ov.Core()
+    config = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 1}
+    compiled = core.compile_model(core.read_model(model.SerializeToString(), b""), "CPU", config)
+    return lambda values: [compiled(values)[compiled.outputs[0]]]
+
+
+FUSING = {"onnxruntime": [onnxruntime_runner], "openvino": [onnxruntime_runner, openvino_runner]}
+
+
+@pytest.mark.parametrize("target", FUSING)
 @pytest.mark.parametrize(
     "mode,padding,align",
     list(itertools.product(["linear", "cubic"], ["zeros", "border", "reflection"], [0, 1])),
 )
-def test_fused_attention_is_the_original(mode, padding, align):
+def test_fused_attention_is_the_original(mode, padding, align, target):
+    """The onnxruntime target's rows and MatMul; the openvino target's planes (zeros padding
+    on a ring), run in onnxruntime and in OpenVINO."""
     model = deformable_attention_model(
         LEVELS, BATCH, CHANNELS, QUERIES, POINTS, mode, padding, align
     )
-    candidate, attentions = fused(model)
+    candidate, attentions = fused(model, target)
     assert attentions == {"sample0+": ["sample0", "sample1", "sample2"]}
     assert "GridSample" not in {n.op_type for n in candidate.graph.node}
+    assert ("Pad" in {n.op_type for n in candidate.graph.node}) == (
+        target == "openvino" and padding == "zeros"
+    )
     for seed, far in ((0, False), (1, True)):
         values = feeds(model, seed=seed, far=far)
-        actual = onnxruntime_runner(candidate)(values)[0]
-        assert_close(actual, truth(model, values), np.float32, mode)
+        for runner in FUSING[target]:
+            actual = runner(candidate)(values)[0]
+            assert_close(actual, truth(model, values), np.float32, mode)
 
 
 @pytest.mark.parametrize("keepdims", [False, True])
@@ -103,10 +123,11 @@ def test_both_exporters_spellings_and_keepdims(symbolic, keepdims):
     )
 
 
+@pytest.mark.parametrize("target", FUSING)
 @pytest.mark.parametrize("dtype", [np.float16, np.float64])
-def test_other_float_types(dtype):
+def test_other_float_types(dtype, target):
     model = deformable_attention_model(LEVELS, BATCH, CHANNELS, QUERIES, POINTS, dtype=dtype)
-    candidate, attentions = fused(model)
+    candidate, attentions = fused(model, target)
     assert attentions
     values = feeds(model, dtype=dtype)
     actual = onnxruntime_runner(candidate)(values)[0]
@@ -114,16 +135,19 @@ def test_other_float_types(dtype):
     assert_close(actual, truth(model, values), dtype, "linear")
 
 
-def test_non_finite_grid_gives_what_the_reference_gives():
-    """A NaN or infinite coordinate makes its query NaN, as the kernel does; the rest stay."""
+@pytest.mark.parametrize("target", FUSING)
+def test_non_finite_grid_gives_what_the_reference_gives(target):
+    """A NaN or infinite coordinate makes its query NaN, as the kernel does; the rest stay
+    (on the openvino target's ring, its tap index clamped once an integer)."""
     model = deformable_attention_model(LEVELS, BATCH, CHANNELS, QUERIES, POINTS)
-    candidate, _ = fused(model)
+    candidate, _ = fused(model, target)
     values = feeds(model)
     values["grid1"][0, 2, 1, 0] = np.nan
     values["grid2"][1, 4, 0, 1] = np.inf
     expected = truth(model, values)
     assert np.isnan(expected[0, :, 2]).all() and np.isnan(expected[1, :, 4]).all()
-    np.testing.assert_allclose(onnxruntime_runner(candidate)(values)[0], expected, atol=1e-5)
+    for runner in FUSING[target]:
+        np.testing.assert_allclose(runner(candidate)(values)[0], expected, atol=1e-5)
 
 
 def _edited(model: onnx.ModelProto, edit) -> onnx.ModelProto:
@@ -163,14 +187,31 @@ def test_what_departs_from_the_pattern_is_lowered_node_by_node(edit):
         np.testing.assert_allclose(a, e, atol=1e-5)
 
 
-def test_only_the_onnxruntime_target_fuses_and_the_api_agrees():
+def test_only_the_onnxruntime_and_openvino_targets_fuse_and_the_api_agrees():
     model = deformable_attention_model(LEVELS, BATCH, CHANNELS, QUERIES, POINTS)
     assert fused(model, "generic")[1] == {}
-    names = {
-        n.name.rpartition("/")[0]
-        for n in lower(model, target="onnxruntime", lower_all=True).graph.node
-    }
-    assert "sample0+" in names
+    for target in FUSING:
+        names = {
+            n.name.rpartition("/")[0]
+            for n in lower(model, target=target, lower_all=True).graph.node
+        }
+        assert "sample0+" in names
+
+
+def test_the_openvino_target_fuses_static_levels_exact_in_bfloat16_only():
+    """OpenVINO stores its kernels' float outputs in bfloat16 by default: the planes' tap
+    positions are exact there only while each level's padded axis stays within 256 pixels,
+    and known. Past that, or with symbolic sizes, each level is lowered alone; and without
+    --lower-all the target keeps every level (OpenVINO's own kernel is faster)."""
+    static = deformable_attention_model(LEVELS, BATCH, CHANNELS, QUERIES, POINTS)
+    assert fused(static, "openvino")[1]
+    assert _by_default(static, target="openvino")[1] == {}
+    for width, fits in ((252, True), (253, False)):  # (linear: a ring of 2 either side)
+        wide = deformable_attention_model([(7, width), (4, 5)], BATCH, CHANNELS, QUERIES, POINTS)
+        assert bool(fused(wide, "openvino")[1]) == fits
+        assert fused(wide, "onnxruntime")[1]
+    symbolic = deformable_attention_model(LEVELS, BATCH, CHANNELS, QUERIES, POINTS, symbolic=True)
+    assert fused(symbolic, "openvino")[1] == {}
 
 
 HEADS = 2
