@@ -106,9 +106,9 @@ def attentions_to_fuse(
 
 
 def _planes_fit(attention: DeformableAttention) -> bool:
-    """Whether every level's axes, padded by the kernel's ring, are static and exact in bf16."""
+    """Whether every level's padded axes are static and exact in bfloat16 (any batch)."""
     ring = _ring(attention.spec, planes=True)
-    sizes = [_dim(s.inputs[0], a) for s in attention.samplers for a in (0, 2, 3)]
+    sizes = [_dim(s.inputs[0], a) for s in attention.samplers for a in (2, 3)]
     sizes += [_dim(s.inputs[1], 2) for s in attention.samplers]  # (each level's points)
     return None not in sizes and all(
         _dim(s.inputs[0], a) + 2 * ring <= BF16_EXACT for s in attention.samplers for a in (2, 3)
@@ -570,13 +570,18 @@ def _gather_planes(em, spec, flat, weights, queries, per_query, ring: int) -> ir
 def _plane_starts(em: _Levels, dtype: ir.DataType, ring: int) -> ir.Value:
     """``(N, 1, 1, 1, M)``: where each point's level starts in the planes ``(C, N*S)``.
 
-    Static sizes (``_planes_fit``): each level padded by ``ring`` on either side of each axis.
+    Static levels (``_planes_fit``), each padded by ``ring`` on either side of each axis; a
+    batch of any size.
     """
     sizes = [(h + 2 * ring) * (w + 2 * ring) for h, w in em.level_dims()]
     starts = np.repeat(np.cumsum([0, *sizes[:-1]]), em.level_points)
     batch = em.x_dim(0)
-    samples = np.arange(batch).reshape(batch, 1, 1, 1, 1) * sum(sizes)
-    return em.const(samples + starts, dtype)
+    if batch is not None:
+        return em.const(np.arange(batch).reshape(batch, 1, 1, 1, 1) * sum(sizes) + starts, dtype)
+    n = em.Range(em.const(0, INT64), em.count(range(0, 1)), em.const(1, INT64))
+    n = em.Unsqueeze(n, em.const([1, 2, 3, 4], INT64))
+    n = n if dtype == INT64 else em.Cast(n, to=dtype)
+    return em.Add(em.Mul(n, em.const(sum(sizes), dtype)), em.const(starts, dtype))
 
 
 def _level_rows(em, spec, flat, zeros: bool, index_type):

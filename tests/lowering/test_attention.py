@@ -214,6 +214,27 @@ def test_the_openvino_target_fuses_static_levels_exact_in_bfloat16_only():
     assert fused(symbolic, "openvino")[1] == {}
 
 
+def test_the_openvino_target_fuses_static_levels_of_a_batch_of_unknown_size():
+    """TorchScript's exports name the batch: the planes' sample offsets come from a Range."""
+    static = deformable_attention_model(LEVELS, BATCH, CHANNELS, QUERIES, POINTS)
+    model = deformable_attention_model(LEVELS, BATCH, CHANNELS, QUERIES, POINTS, symbolic=True)
+    for value, known in zip(
+        [*model.graph.input, *model.graph.output],
+        [*static.graph.input, *static.graph.output],
+        strict=True,
+    ):
+        dims = zip(value.type.tensor_type.shape.dim, known.type.tensor_type.shape.dim, strict=True)
+        for dim, size in list(dims)[1:]:
+            dim.dim_value = size.dim_value
+    del model.graph.value_info[:]
+    candidate, attentions = fused(model, "openvino")
+    assert attentions and "Range" in {n.op_type for n in candidate.graph.node}
+    for batch in (BATCH, 1):
+        values = {k: v[:batch] for k, v in feeds(model).items()}
+        for runner in FUSING["openvino"]:
+            assert_close(runner(candidate)(values)[0], truth(model, values), np.float32, "linear")
+
+
 HEADS = 2
 
 
