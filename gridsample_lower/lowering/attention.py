@@ -578,10 +578,7 @@ def _plane_starts(em: _Levels, dtype: ir.DataType, ring: int) -> ir.Value:
     batch = em.x_dim(0)
     if batch is not None:
         return em.const(np.arange(batch).reshape(batch, 1, 1, 1, 1) * sum(sizes) + starts, dtype)
-    n = em.Range(em.const(0, INT64), em.count(range(0, 1)), em.const(1, INT64))
-    n = em.Unsqueeze(n, em.const([1, 2, 3, 4], INT64))
-    n = n if dtype == INT64 else em.Cast(n, to=dtype)
-    return em.Add(em.Mul(n, em.const(sum(sizes), dtype)), em.const(starts, dtype))
+    return em.Add(em.Mul(_samples(em, dtype), em.const(sum(sizes), dtype)), em.const(starts, dtype))
 
 
 def _level_rows(em, spec, flat, zeros: bool, index_type):
@@ -665,10 +662,14 @@ def _sample_starts(em: _Levels, dtype: ir.DataType, extra: int) -> ir.Value:
     size, batch = _sample_size(em, dtype, extra), em.x_dim(0)
     if isinstance(size, int) and batch is not None:
         return em.const(np.arange(batch).reshape(batch, 1, 1, 1, 1) * size, dtype)
+    return em.Mul(_samples(em, dtype), em.const(size, dtype) if isinstance(size, int) else size)
+
+
+def _samples(em: _Levels, dtype: ir.DataType) -> ir.Value:
+    """``(N, 1, 1, 1, 1)``: each sample's number, 0 to N - 1, for a batch of any size."""
     n = em.Range(em.const(0, INT64), em.count(range(0, 1)), em.const(1, INT64))
     n = em.Unsqueeze(n, em.const([1, 2, 3, 4], INT64))
-    n = n if dtype == INT64 else em.Cast(n, to=dtype)
-    return em.Mul(n, em.const(size, dtype) if isinstance(size, int) else size)
+    return n if dtype == INT64 else em.Cast(n, to=dtype)
 
 
 def _per_query(em: _Levels, taps: int) -> int | ir.Value:
