@@ -38,6 +38,7 @@ from gridsample_lower.spec import GridSampleSpec, compute_dtype
 __all__ = ["DeformableAttention", "find_attentions", "lower_attention"]
 
 INT32, INT64 = ir.DataType.INT32, ir.DataType.INT64
+QUERIES_FIRST = [0, 3, 1, 2, 4]  # (N, T, T, Q, M) -> (N, Q, T, T, M)
 KERNELS = {"linear": LINEAR, "cubic": CUBIC}
 
 
@@ -478,6 +479,8 @@ def lower_attention(
         # Positions are within 2**23 + 4 of the axis (``source_coordinate`` bounds or folds
         # the coordinate): int32, whose arithmetic onnxruntime runs 3-5x faster than int64's.
         index = em.Cast(positions, to=INT32)
+        if planes:  # queries first, (N, Q, T, T, M): OpenVINO blocks axis 1 of its int ops by 16
+            index, w = (em.Transpose(v, perm=QUERIES_FIRST) for v in (index, w))
         if ring:  # (a NaN coordinate's index, any integer: into the padded axis)
             last = em.axis_size(axis, INT32, lambda n: n + 2 * ring - 1)
             index = em.Max(em.Min(index, last), em.const(0, INT32))
@@ -499,6 +502,8 @@ def lower_attention(
     n, c, queries = em.batch, em.channels, em.extent(em.grids[0], 1)
     per_query = _per_query(em, len(kernel.offsets) ** 2)
     attention_weights = em.Unsqueeze(attention.weights, em.const([1], INT64))  # (N, 1, 1, Q, M)
+    if planes:
+        attention_weights = em.Transpose(attention_weights, perm=QUERIES_FIRST)
     if spec.x_dtype != ct:
         attention_weights = em.Cast(attention_weights, to=ct)
     weights = em.Mul(weights, attention_weights)
@@ -536,8 +541,8 @@ def _gather_rows(
     if inside is not None:
         flat = where_inside(em, inside, flat, past_end)
     # A query's taps side by side: the small index and weight tensors move, not the values.
-    flat = em.reshape(em.Transpose(flat, perm=[0, 3, 1, 2, 4]), [n, queries, per_query])
-    weights = em.Transpose(weights, perm=[0, 3, 1, 2, 4])
+    flat = em.reshape(em.Transpose(flat, perm=QUERIES_FIRST), [n, queries, per_query])
+    weights = em.Transpose(weights, perm=QUERIES_FIRST)
     weights = em.reshape(weights, [n, queries, 1, per_query])
     if spec.x_dtype != ct:
         rows = em.Cast(rows, to=ct)
@@ -558,8 +563,8 @@ def _gather_planes(em, spec, flat, weights, queries, per_query, ring: int) -> ir
     levels = [em.Pad(x, pads) if ring else x for x in em.levels]
     planes = em.Concat(*[em.reshape(x, [n, c, -1]) for x in levels], axis=2)
     planes = em.reshape(em.Transpose(planes, perm=[1, 0, 2]), [c, -1])  # (C, N*S)
-    flat = em.reshape(em.Transpose(flat, perm=[0, 3, 1, 2, 4]), [n, queries, per_query])
-    weights = em.reshape(em.Transpose(weights, perm=[0, 3, 1, 2, 4]), [n, queries, per_query])
+    flat = em.reshape(flat, [n, queries, per_query])  # (from (N, Q, T, T, M))
+    weights = em.reshape(weights, [n, queries, per_query])
     if spec.x_dtype != ct:
         planes = em.Cast(planes, to=ct)
     values = em.Gather(planes, flat, axis=1)  # (C, N, Q, K)
