@@ -110,10 +110,8 @@ def _planes_fit(attention: DeformableAttention) -> bool:
     """Whether every level's padded axes are static and exact in bfloat16 (any batch)."""
     ring = _ring(attention.spec, planes=True)
     sizes = [_dim(s.inputs[0], a) for s in attention.samplers for a in (2, 3)]
-    sizes += [_dim(s.inputs[1], 2) for s in attention.samplers]  # (each level's points)
-    return None not in sizes and all(
-        _dim(s.inputs[0], a) + 2 * ring <= BF16_EXACT for s in attention.samplers for a in (2, 3)
-    )
+    points = [_dim(s.inputs[1], 2) for s in attention.samplers]
+    return None not in sizes + points and all(size + 2 * ring <= BF16_EXACT for size in sizes)
 
 
 def _ring(spec: GridSampleSpec, planes: bool) -> int:
