@@ -27,10 +27,16 @@ from gridsample_lower.lowering import costs
 from gridsample_lower.lowering.coords import ring_base, source_coordinate, tap_indices
 from gridsample_lower.lowering.decompositions.cubic import CUBIC
 from gridsample_lower.lowering.decompositions.linear import LINEAR
-from gridsample_lower.lowering.emitter import Emitter
+from gridsample_lower.lowering.emitter import ALL_AXES, Emitter
 from gridsample_lower.lowering.flat_index import where_inside
 from gridsample_lower.lowering.inventory import Site
-from gridsample_lower.lowering.sampling import BF16_EXACT, TapConstants, grid_coordinates
+from gridsample_lower.lowering.sampling import (
+    BF16_EXACT,
+    InterleavedTaps,
+    TapConstants,
+    grid_coordinates,
+    interleaved_grid,
+)
 from gridsample_lower.lowering.selection import Selection
 from gridsample_lower.lowering.targets import Target
 from gridsample_lower.spec import GridSampleSpec, compute_dtype
@@ -463,11 +469,18 @@ def lower_attention(
     index_type = _index_type(em, target, source)
     grid = em.Concat(*em.grids, axis=2)  # (N, Q, L*P, 2): level l's point p at l*P + p
     flat, weights, inside = None, None, None
+    levels = _level_coordinates(em, spec) if planes else None
     # (N, T, T, Q, M): points innermost, as node by node, where onnxruntime broadcasts fast
-    for axis, g in enumerate(grid_coordinates(em, grid, spec)):  # (N, 1, 1, Q, M)
-        coord = source_coordinate(em, g, axis, spec, ct)
-        floor, taps = em.Floor(coord), TapConstants(em, axis, 2, ct)
-        w = kernel.weights(em, em.Add(coord, em.Sub(g, g)), floor, taps)  # g - g: 0 or NaN
+    for axis, g in enumerate([None, None] if planes else grid_coordinates(em, grid, spec)):
+        taps = TapConstants(em, axis, 2, ct)
+        if planes:  # (N, 1, 1, Q, M) each: the floor exact, the coordinate floor + fraction
+            floor, fraction = (em.Gather(v, em.index(1 - axis), axis=0) for v in levels)
+            coord = em.Add(floor, fraction)
+        else:
+            coord = source_coordinate(em, g, axis, spec, ct)
+            floor = em.Floor(coord)
+            coord = em.Add(coord, em.Sub(g, g))  # g - g: 0 or NaN
+        w = kernel.weights(em, coord, floor, taps)
         positions, within = em.Add(floor, taps(kernel.offsets)), None
         if ring:  # zeros: every tap on the level padded by a ring, the floor clamped onto it
             base = ring_base(em, floor, axis, kernel.offsets, ct)
@@ -546,6 +559,31 @@ def _gather_rows(
         rows = em.Cast(rows, to=ct)
     values = em.Gather(rows, flat, axis=0)  # (N, Q, K, C)
     return em.Transpose(em.reshape(em.MatMul(weights, values), [n, queries, c]), perm=[0, 2, 1])
+
+
+def _level_coordinates(em: _Levels, spec: GridSampleSpec) -> tuple[ir.Value, ir.Value]:
+    """Every point's coordinates as floor and fraction, ``(2, N, 1, 1, Q, M)`` each (x first).
+
+    OpenVINO stores its kernels' float outputs in bfloat16 by default, a coordinate to 2**-9
+    of its size: so each level's coordinates are computed on its grid as it is, which a fused
+    kernel reads in float32, in two regions that each end in one output (the node-by-node
+    form's, ``sampling._interleaved_taps``): the floors, integers exact in bfloat16 up to 256,
+    and the fractions, stored to 2**-9 (a weight's error, as the native kernel's output has).
+    """
+    ct = compute_dtype(spec)
+    floors, fractions = [], []
+    for x, grid in zip(em.levels, em.grids, strict=True):
+        level = em.sibling(x, grid)
+        taps = InterleavedTaps(level, 2, ct)
+        g = interleaved_grid(level, grid, spec)  # (N, Q, P, 2)
+        floors.append(level.Floor(source_coordinate(level, g, ALL_AXES, spec, ct)))
+        g_w = level.Add(g, taps([0.0]))  # (1, N, Q, P, 2): the fractions' own start
+        coord = source_coordinate(level, g_w, ALL_AXES, spec, ct)
+        fraction = level.Sub(level.Add(coord, level.Sub(g_w, g_w)), level.Floor(coord))
+        fractions.append(level.Squeeze(fraction, em.const([0], INT64)))
+    # (N, Q, M, 2) -> (2, N, 1, 1, Q, M): lossless moves of values already stored
+    moved = [em.Transpose(em.Concat(*v, axis=2), perm=[3, 0, 1, 2]) for v in (floors, fractions)]
+    return tuple(em.Unsqueeze(v, em.const([2, 3], INT64)) for v in moved)
 
 
 def _gather_planes(em, spec, flat, weights, queries, per_query, ring: int) -> ir.Value:

@@ -77,6 +77,15 @@ class Emitter:
         scalar = self._scalars.get(id(value))
         return value if scalar is None else self.const(scalar[0].reshape(1), scalar[1])
 
+    def sibling(self, x: ir.Value, grid: ir.Value) -> Emitter:
+        """A plain emitter of another X and grid, naming its nodes as this one does.
+
+        A level of a deformable attention lowered as one unit: one region, one counter.
+        """
+        view = Emitter(self._op, self.name, x, grid, self.rank, self.target)
+        view._counter = self._counter
+        return view
+
     def with_x(self, x: ir.Value) -> Emitter:
         """This node's emitter, reading X's shape from ``x`` (X padded, say) from here on."""
         view = copy.copy(self)
