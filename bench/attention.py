@@ -3,13 +3,15 @@
 ``gridsample_lower.models.deformable_attention_model`` at the corpus' tiny sizes and at the
 sizes Deformable DETR, RT-DETR and Mask2Former run at for a 640x640 image (8 heads of 32
 channels, levels at strides 8-64, 4 points), the levels split from one value tensor as
-dynamo exports it: onnxruntime's own GridSample with the stack,
-Mul and ReduceSum; the onnxruntime target with fusion turned off (each GridSample lowered
-alone); and the onnxruntime target as it is (the attention lowered as one unit). 1 thread,
-interleaved rounds, median per round; every variant's output is checked against native's.
+dynamo exports it: the runtime's own GridSample with the stack,
+Mul and ReduceSum; the runtime's target with fusion turned off (each GridSample lowered
+alone); and the runtime's target as it is (the attention lowered as one unit: rows and a
+MatMul on onnxruntime, the levels' planes on OpenVINO). 1 thread (OpenVINO: f32), interleaved
+rounds, median per round; every variant's output is checked against native's.
 
-Run: ``pip install -e ".[test]" && python bench/attention.py [--rounds 5] [--budget 0.2]
-[--out bench/results/attention.md]``.
+Run: ``pip install -e ".[test]" && python bench/attention.py [--runtime onnxruntime|openvino]
+[--rounds 5] [--budget 0.2] [--out bench/results/attention.md]`` (OpenVINO's default out:
+``bench/results/attention_openvino.md``).
 """
 
 from __future__ import annotations
@@ -39,7 +41,6 @@ CASES = {
     "Deformable DETR 640x640, encoder": ([(80, 80), (40, 40), (20, 20), (10, 10)], 8, 32, 8500, 4),
 }
 HEADS = {2: 2, 8: 8}  # N = batch 1 x heads: the levels split from one value, as dynamo writes
-NODE_BY_NODE = dataclasses.replace(TARGETS["onnxruntime"], fuses_attention=False)
 
 
 def _session(model):
@@ -50,6 +51,27 @@ def _session(model):
         model.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )
     return lambda feeds: session.run(None, feeds)[0]
+
+
+def _openvino(model):
+    import openvino as ov
+
+    core = ov.Core()
+    config = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 1}
+    compiled = core.compile_model(core.read_model(model.SerializeToString(), b""), "CPU", config)
+    request = compiled.create_infer_request()
+    return lambda feeds: request.infer(feeds)[compiled.outputs[0]]
+
+
+RUNTIMES = {"onnxruntime": _session, "openvino": _openvino}
+
+
+def _version(runtime: str) -> str:
+    if runtime == "openvino":
+        import openvino as ov
+
+        return ov.__version__.split("-")[0]
+    return ort.__version__
 
 
 def _inputs(levels, n, c, q, p, rng) -> dict[str, np.ndarray]:
@@ -65,21 +87,25 @@ def _inputs(levels, n, c, q, p, rng) -> dict[str, np.ndarray]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runtime", choices=sorted(RUNTIMES), default="onnxruntime")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--budget", type=float, default=0.2, help="seconds per call and round")
-    parser.add_argument(
-        "--out", default=str(pathlib.Path(__file__).parent / "results" / "attention.md")
-    )
+    parser.add_argument("--out", help="default: bench/results/attention[_openvino].md")
     args = parser.parse_args()
+    results = pathlib.Path(__file__).parent / "results"
+    suffix = "" if args.runtime == "onnxruntime" else f"_{args.runtime}"
+    out = args.out or str(results / f"attention{suffix}.md")
+    runner_of, target = RUNTIMES[args.runtime], TARGETS[args.runtime]
+    node_by_node = dataclasses.replace(target, fuses_attention=False)
     rng = np.random.default_rng(0)
     rows = []
     for name, (levels, n, c, q, p) in CASES.items():
         model = deformable_attention_model(levels, n, c, q, p, heads=HEADS[n])
         feeds = _inputs(levels, n, c, q, p, rng)
         runners = {
-            "native": _session(model),
-            "node by node": _session(lower(model, target=NODE_BY_NODE, lower_all=True)),
-            "one unit": _session(lower(model, target="onnxruntime", lower_all=True)),
+            "native": runner_of(model),
+            "node by node": runner_of(lower(model, target=node_by_node, lower_all=True)),
+            "one unit": runner_of(lower(model, target=target, lower_all=True)),
         }
         expected = runners["native"](feeds)
         for variant, run in runners.items():
@@ -97,14 +123,14 @@ def main() -> None:
     load = os.getloadavg()[0]
     head = (
         f"Machine: {platform.machine()}, {os.cpu_count()} cores (load average {load:.1f}), "
-        f"1 thread; onnxruntime {ort.__version__}; `python bench/attention.py --rounds "
-        f"{args.rounds} --budget {args.budget}` ({datetime.date.today()}). Ratios: lowered / "
-        "native, same run, interleaved rounds.\n\n"
+        f"1 thread; {args.runtime} {_version(args.runtime)}; `python bench/attention.py "
+        f"--runtime {args.runtime} --rounds {args.rounds} --budget {args.budget}` "
+        f"({datetime.date.today()}). Ratios: lowered / native, same run, interleaved rounds.\n\n"
         "| case | levels | N | C | Q | P | native ms | node by node | one unit |\n"
         "|---|---|---|---|---|---|---|---|---|\n"
     )
-    pathlib.Path(args.out).write_text(head + "\n".join(rows) + "\n")
-    print(f"wrote {args.out}")
+    pathlib.Path(out).write_text(head + "\n".join(rows) + "\n")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

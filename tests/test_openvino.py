@@ -227,14 +227,14 @@ def test_3d_lowered_errs_at_most_twice_a_perfect_gridsample(config):
 
 
 def _attention_case(grid_from: str):
-    """A deformable attention (8 heads of 16, levels 48x64 to 12x16) and an output MatMul,
+    """A deformable attention (8 heads of 16, levels 48x64 to 12x16, 400 queries) and an output MatMul,
     its grids read from the inputs or from a MatMul (bfloat16 at the default precision)."""
     from onnx import helper, numpy_helper
 
     from gridsample_lower.models import deformable_attention_model
 
     rng = np.random.default_rng(0)
-    levels, heads, c, q, p = [(48, 64), (24, 32), (12, 16)], 8, 16, 100, 4
+    levels, heads, c, q, p = [(48, 64), (24, 32), (12, 16)], 8, 16, 400, 4
     model = deformable_attention_model(levels, heads, c, q, p, heads=heads)
     graph = model.graph
     out = (rng.standard_normal((c, c)) / np.sqrt(c)).astype(np.float32)

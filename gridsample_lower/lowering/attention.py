@@ -113,11 +113,23 @@ def attentions_to_fuse(
 
 
 def _planes_fit(attention: DeformableAttention) -> bool:
-    """Whether every level's padded axes are static and exact in bfloat16 (any batch)."""
+    """Whether planes fit: static levels exact in bfloat16, taps enough to pay for them.
+
+    Each level's padded axes static and within bfloat16's exact integers (any batch), and the
+    queries' taps many enough for planes of every value to pay (``costs``). A symbolic number
+    of queries is an encoder's, one a pixel: they pay.
+    """
     ring = _ring(attention.spec, planes=True)
     sizes = [_dim(s.inputs[0], a) for s in attention.samplers for a in (2, 3)]
     points = [_dim(s.inputs[1], 2) for s in attention.samplers]
-    return None not in sizes + points and all(size + 2 * ring <= BF16_EXACT for size in sizes)
+    if None in sizes + points or any(size + 2 * ring > BF16_EXACT for size in sizes):
+        return False
+    queries = _dim(attention.samplers[0].inputs[1], 1)
+    if queries is None:
+        return True
+    values = sum(h * w for h, w in zip(sizes[::2], sizes[1::2], strict=True))
+    taps = queries * sum(points) * len(KERNELS[attention.spec.mode].offsets) ** 2
+    return costs.attention_planes_pay(taps, values)
 
 
 def _ring(spec: GridSampleSpec, planes: bool) -> int:

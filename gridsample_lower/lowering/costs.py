@@ -56,6 +56,12 @@ MASKED_TAPS_MIN_RATIO = 8
 # 12x12 to 40x40 (4 levels, each half the last), 20 to 2125 queries, 4 points: heads of 32 or
 # 64 channels 0.39-0.93 (2 to 8 heads); of 16 channels 0.75-1.33 (1.07-1.33 with 20 queries).
 ATTENTION_MIN_HEAD_CHANNELS = 32
+# Deformable attention as one unit from the levels' planes (OpenVINO f32, 1 thread, one unit /
+# node by node, bench/attention.py --runtime openvino): it moves every value into planes, a
+# cost of the values, and saves on each tap: corpus encoder (64 taps a value) 1.24 / 2.35,
+# decoder (5.1) 1.14 / 1.29; 640x640 encoder (64) 1.51 / 1.85, Mask2Former (63) 1.22 / 1.89,
+# decoders of 300 queries (2.3) 1.63 / 1.22 and 1.63 / 1.33: from this many taps a value.
+ATTENTION_PLANES_MIN_TAPS_PER_VALUE = 4
 # Linear samples read by the target's own kernel (MNN, ncnn) are normalized again for it, which
 # moves them by about L * 2**-24 pixels: up to this size of every sampled axis their error stays
 # within float32's tolerance (random unit data, grid in [-1.1, 1.1], 64x64 points, against
@@ -229,6 +235,14 @@ def attention_pays(head_channels: int | None, target: Target) -> bool:
     if target.attention_planes:
         return False
     return head_channels is not None and head_channels >= ATTENTION_MIN_HEAD_CHANNELS
+
+
+def attention_planes_pay(taps: int, values: int) -> bool:
+    """Whether an attention from planes runs faster as one unit than node by node (OpenVINO).
+
+    ``taps``: what its queries read, per sample; ``values``: its levels' pixels, per sample.
+    """
+    return taps >= ATTENTION_PLANES_MIN_TAPS_PER_VALUE * values
 
 
 def matmul_pays(sizes: Sizes, taps: int, target: Target) -> bool:

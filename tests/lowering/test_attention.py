@@ -25,7 +25,7 @@ from gridsample_lower.models import deformable_attention_model
 from gridsample_lower.runtime import onnxruntime_runner
 
 LEVELS = [(7, 9), (4, 5), (2, 3)]  # not powers of two, not square
-BATCH, CHANNELS, QUERIES, POINTS = 2, 3, 5, 3
+BATCH, CHANNELS, QUERIES, POINTS = 2, 3, 12, 3  # (12: the openvino target fuses)
 
 
 def feeds(model: onnx.ModelProto, dtype=np.float32, seed: int = 0, far: bool = False) -> dict:
@@ -207,9 +207,15 @@ def test_the_openvino_target_fuses_static_levels_exact_in_bfloat16_only():
     assert fused(static, "openvino")[1]
     assert _by_default(static, target="openvino")[1] == {}
     for width, fits in ((252, True), (253, False)):  # (linear: a ring of 2 either side)
-        wide = deformable_attention_model([(7, width), (4, 5)], BATCH, CHANNELS, QUERIES, POINTS)
+        wide = deformable_attention_model([(7, width), (4, 5)], BATCH, CHANNELS, 400, POINTS)
         assert bool(fused(wide, "openvino")[1]) == fits
         assert fused(wide, "onnxruntime")[1]
+    # Planes of every value pay from 4 taps a value (costs.attention_planes_pay): 89 values,
+    # 36 taps a query (3 levels of 3 points, 4 taps each)
+    for queries, fits in ((9, False), (10, True)):
+        model = deformable_attention_model(LEVELS, BATCH, CHANNELS, queries, POINTS)
+        assert bool(fused(model, "openvino")[1]) == fits
+        assert fused(model, "onnxruntime")[1]
     symbolic = deformable_attention_model(LEVELS, BATCH, CHANNELS, QUERIES, POINTS, symbolic=True)
     assert fused(symbolic, "openvino")[1] == {}
 
