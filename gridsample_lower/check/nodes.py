@@ -17,20 +17,17 @@ unchecked ``NodeCheck`` saying why, and only the whole-model comparison covers i
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 
 import numpy as np
 import onnx
 import onnx_ir as ir
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from gridsample_lower.check.oracle import Oracle, Runner, candidate_runner
 from gridsample_lower.check.regions import AttentionProbe, probe_attentions
 from gridsample_lower.check.report import NodeCheck, compare
 from gridsample_lower.graphs import graphs
-from gridsample_lower.lowering import costs
-from gridsample_lower.lowering.index_range import TAPS_PER_AXIS
 from gridsample_lower.lowering.inventory import Site
 from gridsample_lower.runtime import onnxruntime_runs
 from gridsample_lower.spec import GridSampleSpec
@@ -234,11 +231,25 @@ def _probe(check, site: Site, node: onnx.NodeProto, reference, candidate, region
         (x_type, grid_type),
         kept_native,
     )
-    points = shapes[1][1:-1] if shapes[1] is not None else [None]
-    if any(n.op_type == "If" for n in nodes) and all(isinstance(d, int) for d in points):
-        taps = TAPS_PER_AXIS[site.spec.mode] ** site.spec.rank
-        probe.switch_at = costs.masked_min_spatial(taps, math.prod(points))
+    probe.switch_at = _switch_at(nodes)
     return probe
+
+
+def _switch_at(nodes: list[onnx.NodeProto]) -> int:
+    """The size of X's channel from which the region's If takes its first branch; 0: no If.
+
+    Read from the region itself, ``If(GreaterOrEqual(size, Constant))``
+    (``registry.decompose``): the check runs the switch the candidate has.
+    """
+    made = {output: node for node in nodes for output in node.output}
+    for node in nodes:
+        condition = made.get(node.input[0]) if node.op_type == "If" else None
+        if condition is None or condition.op_type != "GreaterOrEqual":
+            continue
+        bound = made.get(condition.input[1])
+        if bound is not None and bound.op_type == "Constant":
+            return int(numpy_helper.to_array(bound.attribute[0].t))
+    return 0
 
 
 def _shape(value: ir.Value) -> tuple | None:

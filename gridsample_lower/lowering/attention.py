@@ -479,16 +479,19 @@ def lower_attention(
     planes, ring = target.attention_planes, _ring(spec, target.attention_planes)
     source = attention.source if em.level_points is not None and not planes else None
     index_type = _index_type(em, target, source)
-    grid = em.Concat(*em.grids, axis=2)  # (N, Q, L*P, 2): level l's point p at l*P + p
     flat, weights, inside = None, None, None
-    levels = _level_coordinates(em, spec) if planes else None
+    if planes:  # each level's floors and fractions, (2, N, 1, 1, Q, M), x first
+        levels = _level_coordinates(em, spec)
+    else:  # (N, Q, L*P, 2): level l's point p at l*P + p; then an axis' (N, 1, 1, Q, M)
+        axes = grid_coordinates(em, em.Concat(*em.grids, axis=2), spec)
     # (N, T, T, Q, M): points innermost, as node by node, where onnxruntime broadcasts fast
-    for axis, g in enumerate([None, None] if planes else grid_coordinates(em, grid, spec)):
+    for axis in range(2):
         taps = TapConstants(em, axis, 2, ct)
         if planes:  # (N, 1, 1, Q, M) each: the floor exact, the coordinate floor + fraction
             floor, fraction = (em.Gather(v, em.index(1 - axis), axis=0) for v in levels)
             coord = em.Add(floor, fraction)
         else:
+            g = axes[axis]
             coord = source_coordinate(em, g, axis, spec, ct)
             floor = em.Floor(coord)
             coord = em.Add(coord, em.Sub(g, g))  # g - g: 0 or NaN

@@ -101,9 +101,9 @@ class Target:
     # the same shape, at the same cost (bench/mlprodict_check.py).
     where_scalars: bool = True
     # The runtime runs an If for about a microsecond (onnxruntime 1.32: 34.3 vs 33.4 us for a
-    # GatherElements of 12,288 values, 5.6 vs 4.4 at 256): masked taps may then read an X of
-    # unknown size, their gather guarded by an If against an X with an empty axis, which no
-    # gather can read (``Plan.guarded``), rather than copy all of X into a ring of zeros.
+    # GatherElements of 12,288 values, 5.6 vs 4.4 at 256): an X of unknown size then takes
+    # masked taps or values where it proves large at run time, else X padded by a ring or a
+    # zero slot, which an X with an empty axis also takes (``Plan.small_x``).
     cheap_if: bool = False
     # What a user must know where a lowered GridSample has symbolic sizes (the command line
     # says it after lowering such a node), or "".
