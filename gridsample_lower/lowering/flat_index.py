@@ -26,6 +26,8 @@ __all__ = [
     "gather_index",
     "per_tap",
     "samples_size",
+    "tap_offsets",
+    "tap_table",
     "where_inside",
 ]
 
@@ -53,8 +55,9 @@ def flat_index(
     """The sample_type-sample flat index ``(N, T.., O..)`` of the per-axis (float, exact) indices.
 
     Where ``inside`` is False it is S, the zero slot past the sample (GatherElements' zero
-    slot), else 0. With ``offsets`` (the plan's one index per point) the taps' positions
-    relative to each axis' index are added last, as one ``(1, T.., 1..)`` table of flat offsets.
+    slot), else 0. With ``offsets`` (the plan's one index per point) it is each point's first
+    tap, ``(N, 1.., O..)``, kept so that every tap ``index + offset`` lies in X: the caller adds
+    the taps' flat offsets (``tap_table``, ``tap_offsets``) in the layout it gathers by.
     ``integers``: the indices are the plan's position type already (``sampling.planar_indices``).
     """
     r, ct, sample_type = spec.rank, compute_dtype(spec), plan.sample_type
@@ -100,7 +103,7 @@ def flat_index(
             flat = em.clip(flat, em.const(0, sample_type), last)
         elif past_end is not None:  # outside points' flat index is 0: one Add sends them to S
             flat = em.Add(flat, _outside(em, inside_as(sample_type), past_end))
-    return flat if offsets is None else em.Add(flat, _tap_table(em, r, offsets, sample_type))
+    return flat
 
 
 def _float_flat(em, spec, plan, indices, inside, offsets, taps, inside_as) -> ir.Value:
@@ -122,7 +125,7 @@ def _float_flat(em, spec, plan, indices, inside, offsets, taps, inside_as) -> ir
     flat = _strided_sum(em, indices, r, ct)
     if plan.zero_slot and not plan.rows:
         flat = em.Add(flat, _outside(em, inside_as(ct), em.x_size(range(2, 2 + r), ct)))
-    return flat if offsets is None else em.Add(flat, _tap_table(em, r, offsets, ct))
+    return flat
 
 
 def gather_index(em: Emitter, plan: Plan, flat: ir.Value) -> ir.Value:
@@ -171,13 +174,32 @@ def _outside(em: Emitter, inside: ir.Value, past_end: ir.Value) -> ir.Value:
     return em.Sub(past_end, em.Mul(inside, past_end))
 
 
-def _tap_table(em: Emitter, rank: int, offsets: Sequence[float], dtype: ir.DataType) -> ir.Value:
-    """``(1, T.., 1..)``: the flat offset of every tap combination, one constant when static."""
+def tap_table(
+    em: Emitter, rank: int, offsets: Sequence[float], dtype: ir.DataType, points: int | None = None
+) -> ir.Value:
+    """``(1, T.., 1..)``: the flat offset of every tap combination, one constant when static.
+
+    ``points``: the point axes after the tap axes (the emitter's unless given).
+    """
+    points = em.point_axes if points is None else points
     strides = [em.stride(axis) for axis in range(rank)]
-    shaped = [per_tap(offsets, a, rank, em.point_axes) for a in range(rank)]
+    shaped = [per_tap(offsets, a, rank, points) for a in range(rank)]
     if all(isinstance(s, int) for s in strides):
         return em.const(sum(o * s for o, s in zip(shaped, strides, strict=True)), dtype)
     return _strided_sum(em, [em.const(o, dtype) for o in shaped], rank, dtype)
+
+
+def tap_offsets(
+    em: Emitter, rank: int, offsets: Sequence[float], dtype: ir.DataType
+) -> list[ir.Value]:
+    """Each tap combination's flat offset, a scalar, in the order of the ``(N, K, P)`` taps."""
+    strides = [em.stride(axis) for axis in range(rank)]
+    if all(isinstance(s, int) for s in strides):
+        shaped = [per_tap(offsets, a, rank, 0) for a in range(rank)]
+        table = sum(o * s for o, s in zip(shaped, strides, strict=True))
+        return [em.const(v, dtype) for v in np.reshape(table, [-1]).tolist()]
+    flat = em.reshape(tap_table(em, rank, offsets, dtype, points=0), [-1])
+    return [em.Gather(flat, em.index(k), axis=0) for k in range(len(offsets) ** rank)]
 
 
 def _strided_sum(em: Emitter, values: Sequence[ir.Value], rank: int, dtype: ir.DataType):

@@ -60,7 +60,8 @@ class Plan:
             (GatherElements); "chain", "scaled" or "matmul" (rows).
         ring: zeros padded on either side of every spatial axis of X (0: none).
         per_point: one index per point, the taps' flat offsets added last (a ring as wide as
-            the kernel).
+            the kernel); the rows add each tap's where they gather it
+            (``Target.offsets_at_gather``).
         masks: points outside X are masked (nearest, zeros); they read a zero appended to X
             (``zero_slot``; by Pad where ``slot_by_pad``, else Concat), else are zeroed once
             gathered.
@@ -205,7 +206,7 @@ def plan_of(
         zero_slot, why["zero_slot"] = False, "X is far larger than the taps: a Where masks them"
     if "zero_slot" in force:
         zero_slot, why["zero_slot"] = bool(force.pop("zero_slot")) and masks, "forced"
-    per_point = ring > 0 and not rows
+    per_point = ring > 0 and (not rows or target.offsets_at_gather)
     flat_in_float, why["flat_in_float"] = _choose_float_flat(spec, gathered, masks or per_point)
     position_type = sample_type
     if not flat_in_float and costs.positions_fit_int32(spec, gathered):
@@ -409,9 +410,11 @@ def _small_x(
 
 
 def _choose_ring(spec: GridSampleSpec, rows: bool, target: Target) -> tuple[int, str]:
-    ring = ring_width(spec, rows)
+    ring = ring_width(spec, rows and not target.offsets_at_gather)
     if ring and not target.allows("Pad"):  # (an infinite pixel beside a masked tap: NaN)
         return 0, f"no Pad on the {target.name} target (it defeats the gather): weights masked"
+    if ring and rows and target.offsets_at_gather:
+        return ring, "zeros padding: a ring as wide as the kernel, one index per point"
     if ring:
         return ring, "zeros padding: outside taps read zeros, exact beside infinite pixels"
     if spec.mode != "nearest" and spec.padding_mode == "zeros":
