@@ -168,7 +168,9 @@ def _gather_rows(
     if plan.planes and em.x_dim(0) == 1:  # one sample: gathered along its pixels, (C, S)
         rows = em.reshape(x, [c, em.sample_size])
     elif plan.planes:  # (C, N*S): every sample's plane of a channel in a row, blocks moved
-        planes = em.Transpose(em.reshape(x, [n, c, em.sample_size]), perm=[1, 0, 2])
+        # (transposed as it is: tract 0.23 cannot prove (N, C, S) the size of a padded X of
+        # symbolic sizes, Reshape volume mismatch)
+        planes = em.Transpose(x, perm=[1, 0, *range(2, 2 + r)])
         rows = em.reshape(planes, [c, em.pixels])
     else:
         rows = _channels_last(em, x, r, plan.tiled)  # (N*S, C)

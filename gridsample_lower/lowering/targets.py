@@ -89,7 +89,9 @@ class Target:
     # permutes copy 0.5-0.75 ns a value, the channels-last copy of X, and the transposed
     # output, while its Gather of single values runs a JIT kernel at about 0.5 ns): one sample
     # is gathered from X's planes where that copy and the output's outweigh the taps
-    # (``costs.planes_pay``), with any sum and any number of channels.
+    # (``costs.planes_pay``), with any sum and any number of channels. tract 0.23 too: where
+    # this rule picks the planes at bench/run.py's shapes they ran 0.47-0.97x the rows' time
+    # (nearest 0.47-0.76, 3 channels at 224x224 0.81-0.97), and the rows stay elsewhere.
     slow_transpose: bool = False
     # The rows take one flat index per point, X padded by a ring as wide as the kernel, and
     # add each tap's offset where it is gathered: no ``(N, T.., O..)`` integer tensor.
@@ -377,11 +379,13 @@ TARGETS: dict[str, Target] = {
         ),
         Target(
             "tract",
-            "tract: lower everything (its GridSample is 30-75x slower), row Gathers, int32 "
-            "indices, no BatchNormalization (tract takes only constant parameters), symbolic "
-            "sizes without ReduceProd or Flatten",
+            "tract: lower everything (its GridSample is 30-75x slower), row Gathers (from X's "
+            "planes where few channels or one tap make its copy cost more), int32 indices, no "
+            "BatchNormalization (tract takes only constant parameters), symbolic sizes without "
+            "ReduceProd or Flatten",
             avoids=ONNXRUNTIME_ONLY | SHAPE_PRODUCTS | {"GatherElements"},
             index_dtype=ir.DataType.INT32,
+            slow_transpose=True,
         ),
         Target(
             "iree",

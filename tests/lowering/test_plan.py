@@ -318,6 +318,10 @@ TABLE = [
     ("ov cubic", CUBIC, [1, 40, 14, 14], _points(64), "openvino", {"planes": False}),
     ("ov 3 ch", LINEAR, [1, 3, 14, 14], _points(4096), "openvino", {"planes": True}),
     ("ov nearest", NEAREST, [1, 40, 8, 8], _points(4096), "openvino", {"planes": True}),
+    # tract takes the same rule (its planes ran 0.47-0.97x its rows where the rule takes them)
+    ("tract 3 ch", LINEAR, [1, 3, 14, 14], _points(4096), "tract", {"planes": True}),
+    ("tract nearest", NEAREST, ["N", 40, "H", "W"], _points(64), "tract", {"planes": True}),
+    ("tract 2S < 4P", LINEAR_ZEROS, [1, 40, 14, 14], _points(129), "tract", {"planes": False}),
     ("ov batch 2", NEAREST, [2, 40, 8, 8], _points(64), "openvino", {"planes": True}),
     # several samples, or an unknown batch, side by side (C, N*S), the ReduceSum too
     ("ov batch 2 cubic", CUBIC, [2, 3, 8, 8], _points(64), "openvino", {"planes": True}),
