@@ -189,34 +189,46 @@ def positions_exact_in_bf16(em: Emitter, spec: GridSampleSpec, plan: Plan) -> bo
     return all(n is not None and n + 2 * plan.ring + 4 <= BF16_EXACT for n in sizes)
 
 
-def planar_indices(
-    em: Emitter, index: ir.Value, spec: GridSampleSpec, plan: Plan, tapped: bool
-) -> list[ir.Value]:
-    """Each axis' part of interleaved integer-valued float tap positions, as ``planar``.
+def after(em: Emitter, g: ir.Value, first: ir.Value, ct: ir.DataType) -> ir.Value:
+    """``g`` again, as ``g + 0 * first``: the start of a region that must not share its ops.
 
-    Where an axis (with its ring) may pass 256, the positions leave their region as two
-    values exact in bfloat16, ``256 hi + lo`` (one output: a region with two would be split),
-    and are put together in the plan's position type. Positions far outside the axis may
-    round, but stay outside: the integer clamps send them to the same edge.
+    ``first`` is what an earlier region computed from ``g`` (finite wherever its result
+    counts). OpenVINO merges the same ops on the same input, even after rewriting them
+    (``(g + 1) * s`` as ``g * s + s``), and stores what two regions then share, in bfloat16 at
+    its default precision; this start is no other region's.
+    """
+    return em.Add(g, em.Mul(first, em.const(0.0, ct)))
+
+
+def planar_indices(
+    em: Emitter,
+    build: Callable[[ir.Value], ir.Value],
+    g: ir.Value,
+    spec: GridSampleSpec,
+    plan: Plan,
+) -> list[ir.Value]:
+    """Each axis' part of interleaved integer-valued float positions, ``(N, 1..1, O..)``.
+
+    ``build(start)`` computes them, ``(N, O.., r)``, from the grid ``g`` (or a start equal to
+    it). Where an axis (with its ring) may pass 256, they leave as two values exact in
+    bfloat16, ``256 hi + lo``, each from a region of its own: the second built again from
+    ``after(g, hi)``. One region stacking both (a Where along a new leading axis, one output)
+    ran 5-17x a single output's time on OpenVINO (1.9 ms for a 480x640 grid). They are put
+    together in the plan's position type. Positions far outside the axis may round, but stay
+    outside: the integer clamps send them to the same edge.
     """
     r, ct = spec.rank, compute_dtype(spec)
+    index = build(g)
     if positions_exact_in_bf16(em, spec, plan):
-        return planar(em, index, r, tapped)
-    hi = em.Floor(em.Mul(index, em.const(1.0 / BF16_EXACT, ct)))
-    lo = em.Sub(index, em.Mul(hi, em.const(float(BF16_EXACT), ct)))
-    rank = r + 2 + (1 if tapped else 0)
-    first = em.Constant(value=ir.Tensor(np.reshape([True, False], [2] + [1] * rank)))
-    both = em.Where(first, hi, lo)  # (2, [T,] N, O.., r): hi, then lo
+        return planar(em, index, r, tapped=False)
+    scale = em.const(1.0 / BF16_EXACT, ct)
+    hi = em.Floor(em.Mul(index, scale))
+    again = build(after(em, g, hi, ct))
+    lo = em.Sub(again, em.Mul(em.Floor(em.Mul(again, scale)), em.const(float(BF16_EXACT), ct)))
     positions = plan.position_type
-    highs, lows = (
-        [
-            em.Cast(p, to=positions)
-            for p in planar(em, em.Gather(both, em.index(k), axis=0), r, tapped)
-        ]
-        for k in range(2)
-    )
-    scale = em.const(BF16_EXACT, positions)
-    return [em.Add(em.Mul(h, scale), low) for h, low in zip(highs, lows, strict=True)]
+    highs, lows = ([em.Cast(p, to=positions) for p in planar(em, v, r, False)] for v in (hi, lo))
+    times = em.const(BF16_EXACT, positions)
+    return [em.Add(em.Mul(h, times), low) for h, low in zip(highs, lows, strict=True)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,29 +250,39 @@ class InterleavedTaps:
 
 def _interleaved_taps(
     em: Emitter, grid: ir.Value, spec: GridSampleSpec, plan: Plan, kernel: Kernel
-) -> tuple[list[ir.Value], ir.Value]:
+) -> tuple[list[ir.Value], list[tuple[ir.Value, ir.Value]]]:
     """Every axis' coordinate, taps and weights computed at once on the grid as it is.
 
-    Two elementwise regions from the grid, each to one output: the taps (small integers,
-    exact in bfloat16 up to 256) and the weights. OpenVINO's CPU plugin fuses each into one
-    kernel that reads the grid in float32 (its default bfloat16 precision stores every float
-    tensor between kernels in bfloat16, a coordinate to 2**-9 of its size). A region with
-    two outputs is split, storing the coordinate: so the weights' region starts with its own
-    Add (a tiled constant of ones, not the scalar), which keeps OpenVINO from merging the
-    two regions' common start. Then each axis' part is taken out, planar.
+    Elementwise regions from the grid, each to one output: the taps (small integers, exact
+    in bfloat16 up to 256, else ``256 hi + lo``: ``planar_indices``) and the weights' ``hi``
+    and ``lo`` (``_split_weights``). OpenVINO's CPU plugin fuses each into one kernel that
+    reads the grid in float32 (its default bfloat16 precision stores every float tensor between
+    kernels in bfloat16, a coordinate to 2**-9 of its size). Regions that shared their start
+    would be cut there, the start stored: so each starts with an op of its own (the weights
+    with an Add of zeros that gives them their tap axis; a second half with ``after``). Then
+    each axis' part is taken out, planar.
     """
     r, ct = spec.rank, compute_dtype(spec)
     taps = InterleavedTaps(em, r, ct)
     g = interleaved_grid(em, grid, spec)
-    floor = em.Floor(source_coordinate(em, g, ALL_AXES, spec, ct))
-    g_w = em.Add(g, taps([0.0]))  # (1, N, O.., r): the weights' own start
-    coord = source_coordinate(em, g_w, ALL_AXES, spec, ct)
-    if plan.fraction:  # (1, N, O.., r): x - floor(x), each tap's |f - c| made where summed
-        w = em.Sub(em.Add(coord, em.Sub(g_w, g_w)), em.Floor(coord))
-    else:  # (T, N, O.., r)
-        w = kernel.weights(em, em.Add(coord, em.Sub(g_w, g_w)), em.Floor(coord), taps)
+
+    def floors(start: ir.Value) -> ir.Value:
+        return em.Floor(source_coordinate(em, start, ALL_AXES, spec, ct))
+
+    mask = None  # (T, N, O.., r): taps inside X (zeros padding without a ring)
+
+    def weights(start: ir.Value) -> ir.Value:  # (T, N, O.., r), from its own start
+        coord = source_coordinate(em, start, ALL_AXES, spec, ct)
+        if plan.fraction:  # (1, N, O.., r): x - floor(x), each tap's |f - c| made where summed
+            w = em.Sub(em.Add(coord, em.Sub(start, start)), em.Floor(coord))
+        else:
+            w = kernel.weights(em, em.Add(coord, em.Sub(start, start)), em.Floor(coord), taps)
+        return w if mask is None else em.Mul(w, mask)  # by 0 or 1: exact
+
     if not positions_exact_in_bf16(em, spec, plan):  # the floors leave as 256 hi + lo
-        return _integer_taps(em, floor, spec, plan, kernel, _split_weights(em, w, r, ct))
+        split = _split_weights(em, weights, g, taps, kernel, ct)
+        return _integer_taps(em, floors, g, spec, plan, kernel, split)
+    floor = floors(g)
     if plan.per_point:
         index = ring_base(em, floor, ALL_AXES, kernel.offsets, ct)  # (N, O.., r)
     elif plan.ring:
@@ -272,23 +294,51 @@ def _interleaved_taps(
         positions = em.Add(floor, taps(kernel.offsets))
         index, inside = tap_indices(em, positions, ALL_AXES, spec, ct)
         if inside is not None:
-            w = em.Mul(w, em.Cast(inside, to=ct))
+            mask = em.Cast(inside, to=ct)
     indices = planar(em, index, r, tapped=not plan.per_point)
-    return indices, _split_weights(em, w, r, ct)
+    return indices, _split_weights(em, weights, g, taps, kernel, ct)
 
 
-def _split_weights(em: Emitter, w: ir.Value, rank: int, ct) -> list[tuple[ir.Value, ir.Value]]:
+# Kernels whose weights' regions are built twice, ``hi`` and ``lo`` apart: linear's (some 8
+# ops). Cubic's (some 30) stay one region stacking both: apart, its weights took kornia's cubic
+# warp_affine on OpenVINO from 7.2 to 12.4x the original where OpenVINO runs symbolic sizes op
+# by op, for 1.95 -> 1.89 with static sizes.
+WEIGHTS_APART_MAX_TAPS = 2
+
+
+def _split_weights(
+    em: Emitter,
+    build: Callable[[ir.Value], ir.Value],
+    g: ir.Value,
+    taps: InterleavedTaps,
+    kernel: Kernel,
+    ct,
+) -> list[tuple[ir.Value, ir.Value]]:
     """Each axis' weights apart, each as ``(hi, lo)``, exact enough in bfloat16.
 
     ``hi`` is a multiple of 2**-8, exact in bfloat16 (weights lie in [-1, 1]); ``lo = w - hi``
-    (exact) lies below 2**-8, so bfloat16 rounds it by 2**-17 at most. One output,
-    ``(2, T, N, O.., r)``. The gathered values are multiplied by every ``hi + lo`` in one
-    region: neither a weight nor a product of weights is stored.
+    (exact) lies below 2**-8, so bfloat16 rounds it by 2**-17 at most. ``build(start)`` makes
+    the weights, ``(T, N, O.., r)``, from the grid plus zeros shaped to give it its tap axis
+    (the positions' regions start from the grid itself). Linear's ``lo`` comes from a region of
+    its own, built again from ``after(g, hi)`` (``planar_indices``); cubic's ``hi`` and ``lo``
+    leave one region, stacked by a Where along a new leading axis (``WEIGHTS_APART_MAX_TAPS``).
+    The gathered values are multiplied by every ``hi + lo`` in one region: neither a weight nor
+    a product of weights is stored.
     """
-    hi = em.Mul(em.Floor(em.Mul(w, em.const(256.0, ct))), em.const(1.0 / 256, ct))
-    lo = em.Sub(w, hi)
+
+    def high(w: ir.Value) -> ir.Value:
+        return em.Mul(em.Floor(em.Mul(w, em.const(256.0, ct))), em.const(1.0 / 256, ct))
+
+    rank = taps.rank
+    w = build(em.Add(g, taps([0.0])))
+    hi = high(w)
+    if len(kernel.offsets) <= WEIGHTS_APART_MAX_TAPS:
+        again = build(after(em, g, hi, ct))
+        lo = em.Sub(again, high(again))
+        highs, lows = (planar(em, v, rank, tapped=True) for v in (hi, lo))
+        return list(zip(highs, lows, strict=True))
     first = em.Constant(value=ir.Tensor(np.reshape([True, False], [2] + [1] * (rank + 3))))
-    both = em.Where(first, hi, lo)
+    both = em.Where(first, hi, em.Sub(w, hi))  # (2, T, N, O.., r): hi, then lo
     highs, lows = (
         planar(em, em.Gather(both, em.index(k), axis=0), rank, tapped=True) for k in range(2)
     )
@@ -297,7 +347,8 @@ def _split_weights(em: Emitter, w: ir.Value, rank: int, ct) -> list[tuple[ir.Val
 
 def _integer_taps(
     em: Emitter,
-    floor: ir.Value,
+    floors: Callable[[ir.Value], ir.Value],
+    g: ir.Value,
     spec: GridSampleSpec,
     plan: Plan,
     kernel: Kernel,
@@ -310,7 +361,7 @@ def _integer_taps(
     """
     r, ct, dtype = spec.rank, compute_dtype(spec), plan.position_type
     indices = []
-    for axis, f in enumerate(planar_indices(em, floor, spec, plan, tapped=False)):
+    for axis, f in enumerate(planar_indices(em, floors, g, spec, plan)):
         taps = TapConstants(em, axis, r, dtype)
         if plan.per_point:
             low = em.const(-1 - max(kernel.offsets), dtype)

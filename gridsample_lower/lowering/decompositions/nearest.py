@@ -30,14 +30,17 @@ def nearest(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, plan
         return _positions_from_grid(em, x, grid, spec, plan)
     if plan.interleaved:  # every axis at once on the grid as it is (sampling._interleaved_taps)
         g = interleaved_grid(em, grid, spec)
-        tap = em.round_half_to_even(source_coordinate(em, g, ALL_AXES, spec, ct), ct)
+
+        def rounded(start: ir.Value) -> ir.Value:
+            return em.round_half_to_even(source_coordinate(em, start, ALL_AXES, spec, ct), ct)
+
         if positions_exact_in_bf16(em, spec, plan):
-            index, mask = tap_indices(em, tap, ALL_AXES, spec, ct)
+            index, mask = tap_indices(em, rounded(g), ALL_AXES, spec, ct)
             indices = planar(em, index, spec.rank, tapped=False)
             masks = planar(em, mask, spec.rank, tapped=False) if mask is not None else []
         else:  # the taps leave as 256 hi + lo; the padding rule in integers
             indices, masks = [], []
-            for axis, t in enumerate(planar_indices(em, tap, spec, plan, tapped=False)):
+            for axis, t in enumerate(planar_indices(em, rounded, g, spec, plan)):
                 index, mask = integer_tap_indices(em, t, axis, spec, plan.position_type)
                 indices.append(index)
                 masks += [mask] if mask is not None else []
@@ -67,15 +70,19 @@ def _positions_from_grid(
     """
     ct, r = compute_dtype(spec), spec.rank
     g = interleaved_grid(em, grid, spec)
-    tap = em.round_half_to_even(source_coordinate(em, g, ALL_AXES, spec, ct), ct)
     reflected = spec.padding_mode == "reflection"
-    if reflected:  # (reflecting on each axis would take the rounded coordinates, past 256)
-        tap = tap_indices(em, tap, ALL_AXES, spec, ct)[0]
+
+    def positions(start: ir.Value) -> ir.Value:
+        tap = em.round_half_to_even(source_coordinate(em, start, ALL_AXES, spec, ct), ct)
+        if reflected:  # (reflecting on each axis would take the rounded coordinates, past 256)
+            tap = tap_indices(em, tap, ALL_AXES, spec, ct)[0]
+        return tap
+
     exact = positions_exact_in_bf16(em, spec, plan)
     if exact:
-        parts = planar(em, tap, r, tapped=False)
-    else:  # integers: 256 hi + lo
-        parts = planar_indices(em, tap, spec, plan, tapped=False)
+        parts = planar(em, positions(g), r, tapped=False)
+    else:  # integers: 256 hi + lo, each from a region of its own
+        parts = planar_indices(em, positions, g, spec, plan)
     indices, inside = [], None
     for axis, t in enumerate(parts):
         if reflected:
