@@ -32,9 +32,7 @@ __all__ = [
 _WHOLE = {ir.DataType.FLOAT: 2.0**23, ir.DataType.DOUBLE: 2.0**52}
 
 
-def source_coordinate(
-    em: Emitter, g: ir.Value, axis: int, spec: GridSampleSpec, ct, distinct: bool = False
-) -> ir.Value:
+def source_coordinate(em: Emitter, g: ir.Value, axis: int, spec: GridSampleSpec, ct) -> ir.Value:
     """Unnormalize grid component ``g`` for spatial ``axis``; then bound it without changing taps.
 
     The operation order is onnxruntime's, so results agree bit for bit:
@@ -46,10 +44,9 @@ def source_coordinate(
     keep a NaN coordinate (``passes_nan``), and reflection turns an infinite one into NaN: their
     weights make the result NaN. Nearest with border padding sends NaN to -2**23 and with
     reflection to 0, pixels the reference reads; with zeros padding it masks the point, so its
-    coordinate stays unbounded. ``distinct``: the same values from a graph that starts with
-    its own constant of ones (``sampling._interleaved_taps``: not merged with another).
+    coordinate stays unbounded.
     """
-    one = em.axis_size(axis, ct, lambda n: 1.0) if distinct else em.const(1.0, ct)
+    one = em.const(1.0, ct)
     if spec.align_corners:
         x = em.Mul(em.Add(g, one), em.axis_size(axis, ct, lambda n: (n - 1) / 2))
     else:
