@@ -26,6 +26,7 @@ __all__ = [
     "gather_index",
     "per_tap",
     "samples_size",
+    "tap_column",
     "tap_offsets",
     "tap_table",
     "where_inside",
@@ -182,10 +183,10 @@ def tap_table(
     ``points``: the point axes after the tap axes (the emitter's unless given).
     """
     points = em.point_axes if points is None else points
-    strides = [em.stride(axis) for axis in range(rank)]
+    static = _static_table(em, rank, offsets, points)
+    if static is not None:
+        return em.const(static, dtype)
     shaped = [per_tap(offsets, a, rank, points) for a in range(rank)]
-    if all(isinstance(s, int) for s in strides):
-        return em.const(sum(o * s for o, s in zip(shaped, strides, strict=True)), dtype)
     return _strided_sum(em, [em.const(o, dtype) for o in shaped], rank, dtype)
 
 
@@ -193,13 +194,30 @@ def tap_offsets(
     em: Emitter, rank: int, offsets: Sequence[float], dtype: ir.DataType
 ) -> list[ir.Value]:
     """Each tap combination's flat offset, a scalar, in the order of the ``(N, K, P)`` taps."""
-    strides = [em.stride(axis) for axis in range(rank)]
-    if all(isinstance(s, int) for s in strides):
-        shaped = [per_tap(offsets, a, rank, 0) for a in range(rank)]
-        table = sum(o * s for o, s in zip(shaped, strides, strict=True))
-        return [em.const(v, dtype) for v in np.reshape(table, [-1]).tolist()]
+    static = _static_table(em, rank, offsets, 0)
+    if static is not None:
+        return [em.const(v, dtype) for v in static.reshape(-1).tolist()]
     flat = em.reshape(tap_table(em, rank, offsets, dtype, points=0), [-1])
     return [em.Gather(flat, em.index(k), axis=0) for k in range(len(offsets) ** rank)]
+
+
+def tap_column(em: Emitter, rank: int, offsets: Sequence[float], dtype: ir.DataType) -> ir.Value:
+    """``(1, K, 1)``: each tap combination's flat offset, to add to ``(N, 1, P)`` first taps."""
+    static = _static_table(em, rank, offsets, 0)
+    if static is not None:
+        return em.const(static.reshape(1, -1, 1), dtype)
+    return em.reshape(tap_table(em, rank, offsets, dtype, points=0), [1, -1, 1])
+
+
+def _static_table(
+    em: Emitter, rank: int, offsets: Sequence[float], points: int
+) -> np.ndarray | None:
+    """``tap_table``'s values where X's strides are static, else None."""
+    strides = [em.stride(axis) for axis in range(rank)]
+    if not all(isinstance(s, int) for s in strides):
+        return None
+    shaped = [per_tap(offsets, a, rank, points) for a in range(rank)]
+    return sum(o * s for o, s in zip(shaped, strides, strict=True))
 
 
 def _strided_sum(em: Emitter, values: Sequence[ir.Value], rank: int, dtype: ir.DataType):

@@ -21,6 +21,7 @@ from gridsample_lower.lowering.flat_index import (
     flat_index,
     gather_index,
     samples_size,
+    tap_column,
     tap_offsets,
     tap_table,
     where_inside,
@@ -199,8 +200,7 @@ def _gather_rows(
     if offsets is not None and plan.sum == "chain":
         flat, starts = em.reshape(flat, [n, total]), tap_offsets(em, r, offsets, index_type)
     elif offsets is not None:  # every tap's index at once, (N, K, P)
-        table = tap_table(em, r, offsets, index_type, points=0)
-        flat = em.Add(flat, em.reshape(table, [1, taps, 1]))
+        flat = em.Add(flat, tap_column(em, r, offsets, index_type))
     y_dtype = x.dtype if weights is None else compute_dtype(spec)
     if y_dtype != x.dtype:  # cast once here, usually fewer rows than the taps gathered
         rows = em.Cast(rows, to=y_dtype)

@@ -9,6 +9,7 @@ combinations, which ``gathers.gather_and_combine`` fetches and sums as the ``Pla
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -269,9 +270,8 @@ def _interleaved_taps(
     def floors(start: ir.Value) -> ir.Value:
         return em.Floor(source_coordinate(em, start, ALL_AXES, spec, ct))
 
-    mask = None  # (T, N, O.., r): taps inside X (zeros padding without a ring)
-
-    def weights(start: ir.Value) -> ir.Value:  # (T, N, O.., r), from its own start
+    def weights(start: ir.Value, mask: ir.Value | None = None) -> ir.Value:
+        """``(T, N, O.., r)`` from its own start; ``mask``: the taps inside X, 1 or 0."""
         coord = source_coordinate(em, start, ALL_AXES, spec, ct)
         if plan.fraction:  # (1, N, O.., r): x - floor(x), each tap's |f - c| made where summed
             w = em.Sub(em.Add(coord, em.Sub(start, start)), em.Floor(coord))
@@ -293,8 +293,9 @@ def _interleaved_taps(
     else:
         positions = em.Add(floor, taps(kernel.offsets))
         index, inside = tap_indices(em, positions, ALL_AXES, spec, ct)
-        if inside is not None:
+        if inside is not None:  # (zeros padding without a ring)
             mask = em.Cast(inside, to=ct)
+            weights = functools.partial(weights, mask=mask)
     indices = planar(em, index, r, tapped=not plan.per_point)
     return indices, _split_weights(em, weights, g, taps, kernel, ct)
 
