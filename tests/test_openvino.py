@@ -15,6 +15,7 @@ from gridsample_lower import lower, supported_specs
 from gridsample_lower.check.reference import grid_sample
 from gridsample_lower.lowering.plan import plan_of
 from gridsample_lower.lowering.targets import get_target
+from gridsample_lower.spec import GridSampleSpec
 
 ov = pytest.importorskip("openvino")
 
@@ -192,6 +193,22 @@ def test_an_axis_past_256_pixels_keeps_its_taps_exact(config):
     _errors_within_twice_natives(case, _targets(config))
 
 
+@pytest.mark.parametrize("x_shape", [(1, 4, 120, 200), (1, 4, 300, 600)], ids=["small", "past-256"])
+@pytest.mark.parametrize(
+    "config", [("linear", "zeros", 0), ("linear", "zeros", 1), ("cubic", "zeros", 0)]
+)
+def test_a_small_output_from_a_large_x_masks_its_rows_exactly_enough(config, x_shape):
+    """Zeros padding of a 10x12 output from a large X: the taps' values are masked once
+    gathered (no ring: OpenVINO's Pad would copy all of X), their masks integers, exact in
+    bfloat16; an axis past 256 pixels takes its positions as 256 hi + lo."""
+    grid_shape = (1, 10, 12, 2)
+    spec = GridSampleSpec(2, *config)
+    plan = plan_of(spec, x_shape, grid_shape, get_target("openvino"))
+    assert (plan.masks, plan.ring, plan.rows) == (True, 0, True), plan.describe()
+    case = openvino_models.conv_case(np.random.default_rng(0), config, x_shape, grid_shape)
+    _errors_within_twice_natives(case)
+
+
 @pytest.mark.parametrize(
     "config",
     [("linear", "zeros", 0), ("cubic", "border", 1), ("nearest", "reflection", 0)],
@@ -317,3 +334,29 @@ def test_symbolic_sizes_run_dynamic_and_reshaped_as_the_reference(spec, rng):
     grid.reshape(-1)[:3] = [np.nan, np.inf, -np.inf]
     expected = grid_sample(x, grid, *args).astype(np.float32)
     assert_close(run_ort(lowered, {"X": x, "grid": grid}), expected, spec.mode)
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+@pytest.mark.parametrize("rank", [1, 2, 3])
+def test_an_x_of_unknown_size_takes_masked_rows_or_a_ring_by_an_if(mode, rank, rng):
+    """A warp of an X of symbolic size to a fixed output (zeros padding): an If picks, by X's
+    size, masked rows (a large X) or X padded by a ring (a small one). OpenVINO runs the If
+    where sizes stay symbolic and folds it away once the model is reshaped to static sizes;
+    both agree with the reference, infinite pixels included."""
+    out = [3, 4, 5][:rank]
+    model = gridsample_model(["N", 3, *[f"D{k}" for k in range(rank)]], [2, *out, rank], mode,
+                             "zeros", 0)  # fmt: skip
+    lowered = lower(model, target="openvino", lower_all=True)
+    assert "If" in {node.op_type for node in lowered.graph.node}
+    grid = make_grid(rng, (2, *out, rank), far=True)
+    core = ov.Core()
+    for sizes in ([80, 64, 48][:rank], [1, 2, 3][:rank]):
+        x = rng.standard_normal((2, 3, *sizes)).astype(np.float32)
+        x[:, :, 0] = np.inf  # where outside taps are clamped to: they must add 0, not NaN
+        expected = grid_sample(x, grid, mode, "zeros", 0).astype(np.float32)
+        for reshaped in (False, True):
+            read = core.read_model(lowered.SerializeToString(), b"")
+            if reshaped:
+                read.reshape({"X": list(x.shape), "grid": list(grid.shape)})
+            compiled = core.compile_model(read, "CPU", F32)
+            assert_close(compiled({"X": x, "grid": grid})[compiled.outputs[0]], expected, mode)

@@ -442,9 +442,10 @@ STRATEGIES = [
         "other paddings, nearest; integer and bfloat16 X mask the weights instead; and float X "
         f"with static sizes of at least {MASKED_TAPS_MIN_RATIO}x the values the taps read (S "
         ">= ratio x taps x P): the taps gathered by GatherElements unpadded and masked by a "
-        "Where (on targets with Pad, GatherElements and a fast Where, but openvino); with X "
-        "of unknown size and a grid of static size, where the target runs an If cheaply "
-        "(onnxruntime), an If picks this form or the ring by X's size at run time",
+        "Where (on targets with Pad, GatherElements and a fast Where), or (openvino) its rows "
+        "or planes masked so; with X of unknown size and a grid of static size, where the "
+        "target runs an If cheaply (onnxruntime; openvino, which folds it away once reshaped "
+        "to static sizes), an If picks this form or the ring by X's size at run time",
     ),
     Strategy(
         "zero_slot",

@@ -107,7 +107,11 @@ def _gather_elements(
     # Shaped so the sum lands in the output's shape: a Reshape last would copy the output.
     if isinstance(weights, list):  # each axis' (N, 1.., T, ..1, O..) apart (plan.interleaved)
         r, one = spec.rank, em.const([1], INT64)
-        values = em.reshape(values, [n, c, *[round(plan.taps ** (1 / r))] * r, *points])
+        per_axis = [round(plan.taps ** (1 / r))] * r
+        values = em.reshape(values, [n, c, *per_axis, *points])
+        if plan.masks_values:  # outside taps add 0, whatever pixel they were clamped to
+            kept = em.reshape(inside, [n, 1, *per_axis, *points])
+            values = em.Where(kept, values, _zero(em, ct))
         for hi, lo in weights:  # hi + lo in the region that multiplies: never stored
             values = em.Mul(values, em.Add(em.Unsqueeze(hi, one), em.Unsqueeze(lo, one)))
         return em.ReduceSum(values, em.const(list(range(2, 2 + r)), INT64), keepdims=0)
@@ -204,9 +208,21 @@ def _gather_rows(
     y_dtype = x.dtype if weights is None else compute_dtype(spec)
     if y_dtype != x.dtype:  # cast once here, usually fewer rows than the taps gathered
         rows = em.Cast(rows, to=y_dtype)
+    kept = None  # (linear, cubic) each tap's values where it lies inside X, else 0
+    if plan.masks_values and taps > 1:
+        kept = (em.reshape(inside, [n, taps, total]), _zero(em, y_dtype))
     if plan.sum == "reduce_sum":
         y = _reduced_taps(
-            em, rows, flat, weights, spec.rank, taps, total, plan.planes, (fraction, y_dtype)
+            em,
+            rows,
+            flat,
+            weights,
+            spec.rank,
+            taps,
+            total,
+            plan.planes,
+            (fraction, y_dtype),
+            kept,
         )
     elif plan.sum == "matmul":
         y = _matmul_taps(em, rows, flat, weights, taps, total)
@@ -214,16 +230,16 @@ def _gather_rows(
         y = _scaled_taps(em, rows, flat, weights, taps, total, y_dtype)
     else:
         y = _chain_taps(
-            em, rows, flat, weights, taps, total, plan.planes, (fraction, y_dtype), starts
+            em, rows, flat, weights, taps, total, plan.planes, (fraction, y_dtype), starts, kept
         )
     points = em.output_dims()
     if plan.planes:  # (C, N, P): the output's layout already where N is 1
-        if plan.masks_values:
+        if plan.masks_values and kept is None:
             y = em.Where(em.reshape(inside, [n, total]), y, _zero(em, y_dtype))
         if em.x_dim(0) != 1:  # each channel's (P) blocks moved back into their samples
             y = em.Transpose(em.reshape(y, [c, n, total]), perm=[1, 0, 2])
         return em.reshape(y, [n, c, *points])
-    if plan.masks_values:
+    if plan.masks_values and kept is None:
         y = em.Where(em.reshape(inside, [n, total, 1]), y, _zero(em, y_dtype))
     # Transposed last, straight into the output's shape: a Reshape last would copy it.
     return em.Transpose(em.reshape(y, [n, *points, c]), perm=[0, r + 1, *range(1, r + 1)])
@@ -239,6 +255,7 @@ def _chain_taps(
     planes: bool = False,
     fractions: tuple[Sequence[float] | None, ir.DataType] = (None, ir.DataType.FLOAT),
     starts: Sequence[ir.Value] | None = None,
+    kept: tuple[ir.Value, ir.Value] | None = None,
 ) -> ir.Value:
     """``(N, P, C)``: one Gather per tap, weighted and summed by a chain of Adds.
 
@@ -246,6 +263,7 @@ def _chain_taps(
     by its taps' weight on every axis, in one region with the sum. ``planes``: ``rows`` is one
     sample's ``(C, S)``, gathered along its pixels: ``(C, 1, P)``. ``starts``: ``flat`` is
     ``(N, P)``, each point's first tap, and tap k's index is ``flat + starts[k]``.
+    ``kept``: ``(N, T, P)`` where each tap lies inside X, and the zero its values are outside.
     """
     n, (fraction, dtype) = em.batch, fractions
     apart = isinstance(weights, list)
@@ -274,6 +292,11 @@ def _chain_taps(
         tap = em.index(k)
         index = em.Add(flat, starts[k]) if starts else em.Gather(flat, tap, axis=1)
         values = em.Gather(rows, index, axis=1 if planes else 0)
+        if kept is not None:  # an outside tap adds 0, whatever pixel it was clamped to
+            inside = em.Gather(kept[0], tap, axis=1)
+            values = em.Where(
+                inside if planes else em.Unsqueeze(inside, em.const([2], INT64)), values, kept[1]
+            )
         if apart:  # tap k is (t_0, .., t_r-1), the last axis' tap innermost
             for a, w in enumerate(axis_weights):
                 values = em.Mul(values, w[k // per_axis ** (len(weights) - 1 - a) % per_axis])
@@ -293,6 +316,7 @@ def _reduced_taps(
     total: Size,
     planes: bool = False,
     fractions: tuple[Sequence[float] | None, ir.DataType] = (None, ir.DataType.FLOAT),
+    kept: tuple[ir.Value, ir.Value] | None = None,
 ) -> ir.Value:
     """``(N, P, C)``: every tap in one Gather, weighted, summed by one ReduceSum.
 
@@ -310,6 +334,9 @@ def _reduced_taps(
     lead, last = (([c] if one_sample else [c, n]), []) if planes else ([n], [c])
     ones = ([1] if one_sample else [1, n]) if planes else [n]
     values = em.Gather(rows, flat, axis=1 if planes else 0)
+    if kept is not None:  # (N, T, P): an outside tap adds 0, whatever pixel it was clamped to
+        inside = kept[0] if planes else em.Unsqueeze(kept[0], em.const([3], INT64))
+        values = em.Where(inside, values, kept[1])
     first = len(lead)  # the first tap axis
     if not isinstance(weights, list):  # (forced planar) one product of weights
         values = em.reshape(values, [*lead, taps, total, *last])

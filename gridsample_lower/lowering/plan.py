@@ -191,7 +191,7 @@ def plan_of(
         masked_taps, why["masks"] = bool(force.pop("masks")), "forced"
     elif "gather" in force or "sum" in force:  # (a forced form is run as it is: with a ring)
         masked_taps, why["masks"] = False, "forced"
-    if masked_taps:  # (GatherElements: each tap is masked before it is weighed)
+    if masked_taps and not target.reduced_storage:  # (GatherElements: masked before weighed)
         rows = False
     if "gather" in force:
         rows, why["gather"] = force.pop("gather") == "rows", "forced"
@@ -248,10 +248,13 @@ def plan_of(
         flat_in_float, why["flat_in_float"] = False, "float tensors may be bfloat16: integers"
         if costs.positions_fit_int32(spec, gathered):
             position_type = INT32
-    fraction, why["fraction"] = _choose_fraction(spec, interleaved, rows, ring, combine)
+    fraction, why["fraction"] = _choose_fraction(
+        spec, interleaved, rows, ring, combine, masked_taps
+    )
     if "fraction" in force:
         fraction, why["fraction"] = bool(force.pop("fraction")), "forced"
-        fraction = fraction and _choose_fraction(spec, interleaved, rows, ring, combine)[0]
+        chosen = _choose_fraction(spec, interleaved, rows, ring, combine, masked_taps)
+        fraction = fraction and chosen[0]
     reader, why["reader"] = _choose_reader(spec, given, target)
     if "reader" in force:
         reader, why["reader"] = str(force.pop("reader")), "forced"
@@ -375,10 +378,16 @@ def _choose_masked_taps(
     """
     if spec.mode == "nearest" or spec.padding_mode != "zeros" or not ring_width(spec, False):
         return False, ""
+    ratio = costs.MASKED_TAPS_MIN_RATIO
+    if target.reduced_storage and target.allows("Where"):  # (interleaved) rows or planes
+        if not costs.masked_taps_pay(sizes, taps, target.cheap_if):
+            return False, "X padded by a ring of zeros: its copy costs less than masking every tap"
+        if sizes.spatial is None:
+            return True, f"X of unknown size: where it holds {ratio}x the taps' values at run time"
+        return True, f"X holds {ratio}x the values the taps read or more: the rows are masked"
     forms = target.allows("GatherElements") and target.allows("Where") and target.allows("Pad")
     if not forms or target.reduced_storage or target.float_index_math or target.slow_where:
         return False, ""
-    ratio = costs.MASKED_TAPS_MIN_RATIO
     if costs.masked_taps_pay(sizes, taps, target.cheap_if):
         if sizes.spatial is None:
             return True, f"X of unknown size: where it holds {ratio}x the taps' values at run time"
@@ -440,7 +449,7 @@ def _choose_interleaved(target: Target) -> tuple[bool, str]:
 
 
 def _choose_fraction(
-    spec: GridSampleSpec, interleaved: bool, rows: bool, ring: int, combine: str
+    spec: GridSampleSpec, interleaved: bool, rows: bool, ring: int, combine: str, masked: bool
 ) -> tuple[bool, str]:
     """Whether linear's interleaved weights leave their region as one fraction an axis.
 
@@ -453,7 +462,7 @@ def _choose_fraction(
     summed = combine in ("chain", "reduce_sum")
     if not (interleaved and rows and spec.mode == "linear" and summed):
         return False, ""
-    if spec.padding_mode == "zeros" and not ring:
+    if spec.padding_mode == "zeros" and not ring and not masked:
         return False, "zeros padding without a ring masks each tap's weight"
     return True, "each axis' fraction, hi + lo: 1 - f and f made where the taps are summed"
 

@@ -109,7 +109,7 @@ def interpolate(
     r, ct = spec.rank, compute_dtype(spec)
     indices, weights, masked = [], None, None
     if plan.interleaved:
-        indices, weights = _interleaved_taps(em, grid, spec, plan, kernel)
+        indices, weights, masked = _interleaved_taps(em, grid, spec, plan, kernel)
     for axis, g in enumerate([] if plan.interleaved else grid_coordinates(em, grid, spec)):
         coord = source_coordinate(em, g, axis, spec, ct)  # finite, NaN and infinities too
         floor, taps = em.Floor(coord), TapConstants(em, axis, r, ct)
@@ -251,7 +251,7 @@ class InterleavedTaps:
 
 def _interleaved_taps(
     em: Emitter, grid: ir.Value, spec: GridSampleSpec, plan: Plan, kernel: Kernel
-) -> tuple[list[ir.Value], list[tuple[ir.Value, ir.Value]]]:
+) -> tuple[list[ir.Value], list[tuple[ir.Value, ir.Value]], ir.Value | None]:
     """Every axis' coordinate, taps and weights computed at once on the grid as it is.
 
     Elementwise regions from the grid, each to one output: the taps (small integers, exact
@@ -261,7 +261,9 @@ def _interleaved_taps(
     kernels in bfloat16, a coordinate to 2**-9 of its size). Regions that shared their start
     would be cut there, the start stored: so each starts with an op of its own (the weights
     with an Add of zeros that gives them their tap axis; a second half with ``after``). Then
-    each axis' part is taken out, planar.
+    each axis' part is taken out, planar. Zeros padding without a ring (``plan.masks``:
+    a small output from a large X) also gives the taps inside X, ``(N, T.., O..)``, whose
+    values are kept once gathered (else None).
     """
     r, ct = spec.rank, compute_dtype(spec)
     taps = InterleavedTaps(em, r, ct)
@@ -282,7 +284,7 @@ def _interleaved_taps(
     if not positions_exact_in_bf16(em, spec, plan):  # the floors leave as 256 hi + lo
         split = _split_weights(em, weights, g, taps, kernel, ct)
         return _integer_taps(em, floors, g, spec, plan, kernel, split)
-    floor = floors(g)
+    floor, masked = floors(g), None
     if plan.per_point:
         index = ring_base(em, floor, ALL_AXES, kernel.offsets, ct)  # (N, O.., r)
     elif plan.ring:
@@ -293,11 +295,13 @@ def _interleaved_taps(
     else:
         positions = em.Add(floor, taps(kernel.offsets))
         index, inside = tap_indices(em, positions, ALL_AXES, spec, ct)
-        if inside is not None:  # (zeros padding without a ring)
+        if inside is not None and plan.masks:  # every tap's values kept where inside X
+            masked = functools.reduce(em.logical_and, planar(em, inside, r, tapped=True))
+        elif inside is not None:  # (zeros padding without a ring)
             mask = em.Cast(inside, to=ct)
             weights = functools.partial(weights, mask=mask)
     indices = planar(em, index, r, tapped=not plan.per_point)
-    return indices, _split_weights(em, weights, g, taps, kernel, ct)
+    return indices, _split_weights(em, weights, g, taps, kernel, ct), masked
 
 
 # Kernels whose weights' regions are built twice, ``hi`` and ``lo`` apart: linear's (some 8
@@ -354,14 +358,14 @@ def _integer_taps(
     plan: Plan,
     kernel: Kernel,
     weights: list[tuple[ir.Value, ir.Value]],
-) -> tuple[list[ir.Value], list[tuple[ir.Value, ir.Value]]]:
+) -> tuple[list[ir.Value], list[tuple[ir.Value, ir.Value]], ir.Value | None]:
     """Each axis' taps from its floors, in integers (an axis past 256, or of unknown size).
 
     The floors leave their region exact (``planar_indices``); the taps, the ring's clamp, the
     padding rule and the masks are integer arithmetic, exact whatever the runtime stores.
     """
     r, ct, dtype = spec.rank, compute_dtype(spec), plan.position_type
-    indices = []
+    indices, masked = [], None
     for axis, f in enumerate(planar_indices(em, floors, g, spec, plan)):
         taps = TapConstants(em, axis, r, dtype)
         if plan.per_point:
@@ -373,11 +377,13 @@ def _integer_taps(
         else:
             positions = em.Add(f, taps(kernel.offsets))
             index, inside = integer_tap_indices(em, positions, axis, spec, dtype)
-            if inside is not None:  # a multiply by 0 or 1: exact in any precision
+            if inside is not None and plan.masks:  # its values kept where inside X
+                masked = inside if masked is None else em.logical_and(masked, inside)
+            elif inside is not None:  # a multiply by 0 or 1: exact in any precision
                 mask = em.Cast(inside, to=ct)
                 weights[axis] = tuple(em.Mul(part, mask) for part in weights[axis])
         indices.append(index)
-    return indices, weights
+    return indices, weights, masked
 
 
 def _zero_ring(em: Emitter, x: ir.Value, spec: GridSampleSpec, width: int) -> ir.Value:

@@ -108,9 +108,10 @@ class Target:
     # the same shape, at the same cost (bench/mlprodict_check.py).
     where_scalars: bool = True
     # The runtime runs an If for about a microsecond (onnxruntime 1.32: 34.3 vs 33.4 us for a
-    # GatherElements of 12,288 values, 5.6 vs 4.4 at 256): an X of unknown size then takes
-    # masked taps or values where it proves large at run time, else X padded by a ring or a
-    # zero slot, which an X with an empty axis also takes (``Plan.small_x``).
+    # GatherElements of 12,288 values, 5.6 vs 4.4 at 256), or folds it away (OpenVINO, once
+    # the model is reshaped to static sizes: its condition is then a constant): an X of unknown
+    # size then takes masked taps or values where it proves large at run time, else X padded
+    # by a ring or a zero slot, which an X with an empty axis also takes (``Plan.small_x``).
     cheap_if: bool = False
     # What a user must know where a lowered GridSample has symbolic sizes (the command line
     # says it after lowering such a node), or "".
@@ -351,6 +352,7 @@ TARGETS: dict[str, Target] = {
             avoids=ONNXRUNTIME_ONLY | {"GatherElements"},
             keeps=_openvino_keeps,
             reduced_storage=True,
+            cheap_if=True,
             slow_transpose=True,
             offsets_at_gather=True,
             fuses_attention=True,

@@ -188,7 +188,38 @@ TABLE = [
     ),
     ("unknown X: may be empty", LINEAR_ZEROS, [1, 3, "H", "W"], _points(1), "generic", {"ring": 2}),
     ("unknown points", LINEAR_ZEROS, [1, 3, 64, 64], [1, "h", "w", 2], "generic", {"ring": 2}),
-    ("masked, openvino", LINEAR_ZEROS, [1, 3, 32, 32], _points(1), "openvino", {"masks": False}),
+    (
+        "masked rows, openvino",
+        LINEAR_ZEROS,
+        [1, 3, 32, 32],
+        _points(32),
+        "openvino",
+        {"gather": "rows", "masks": True, "ring": 0, "fraction": True},
+    ),
+    (
+        "S < 8 x 4P, openvino",
+        LINEAR_ZEROS,
+        [1, 3, 32, 32],
+        _points(33),
+        "openvino",
+        {"gather": "rows", "masks": False, "ring": 2},
+    ),
+    (
+        "unknown X, openvino: an If",
+        LINEAR_ZEROS,
+        [1, 3, "H", "W"],
+        _points(1),
+        "openvino",
+        {"masks": True, "ring": 0, "gather": "rows"},
+    ),
+    (
+        "unknown points, openvino",
+        LINEAR_ZEROS,
+        [1, 3, 64, 64],
+        [1, "h", "w", 2],
+        "openvino",
+        {"masks": False, "ring": 2},
+    ),
     ("masked, webnn", LINEAR_ZEROS, [1, 3, 32, 32], _points(1), "webnn", {"masks": False}),
     # TILE = 128, ALIASED_BYTES = 2048, TILED_MAX_VALUES = 2**20: each channel's pixels a multiple of 2 kB
     ("512 float32 pixels", LINEAR, [1, 40, 16, 32], _points(256), "generic", {"tiled": True}),
@@ -478,11 +509,13 @@ def test_every_forced_form_matches_the_oracle(spec, form, target, rng):
     assert_close(run_ort(lowered, {"X": x, "grid": grid}), oracle(spec, x, grid), spec.mode)
 
 
+@pytest.mark.parametrize("target", ["onnxruntime", "openvino"])
 @pytest.mark.parametrize("mode", ["linear", "cubic"])
 @pytest.mark.parametrize("align", [0, 1])
-def test_masked_taps_are_exact_beside_infinite_pixels(mode, align, rng):
-    """A large X and few points: taps masked once gathered, not X padded; an outside tap adds
-    0 even where it was clamped onto an infinite or NaN pixel, as in onnxruntime's kernel."""
+def test_masked_taps_are_exact_beside_infinite_pixels(mode, align, target, rng):
+    """A large X and few points: taps masked once gathered (GatherElements; the openvino
+    target's rows), not X padded; an outside tap adds 0 even where it was clamped onto an
+    infinite or NaN pixel, as in onnxruntime's kernel."""
     spec = GridSampleSpec(2, mode, "zeros", align)
     x = rng.standard_normal((2, 3, 40, 48)).astype(np.float32)
     x[:, :, 0, :] = np.inf  # the first row and last column: what outside taps are clamped to
@@ -490,8 +523,8 @@ def test_masked_taps_are_exact_beside_infinite_pixels(mode, align, rng):
     edges = np.array([[-1.02, -0.3], [1.03, 0.2], [0.1, -1.04], [0.4, 1.01], [0.0, 0.0]])
     grid = np.tile(edges, (2, 1, 1, 1)).reshape(2, 1, 5, 2).astype(np.float32)
     model = gridsample_model(list(x.shape), list(grid.shape), mode, "zeros", align)
-    assert plan_of(spec, x.shape, grid.shape, get_target("onnxruntime")).masks
-    lowered = lower(model, target="onnxruntime", lower_all=True)
+    assert plan_of(spec, x.shape, grid.shape, get_target(target)).masks
+    lowered = lower(model, target=target, lower_all=True)
     assert "Pad" not in {node.op_type for node in lowered.graph.node}
     expected = oracle(spec, x, grid)
     np.testing.assert_array_equal(
@@ -508,14 +541,23 @@ RUN_TIME_SPECS = [
 ]
 
 
-@pytest.mark.parametrize("spec", RUN_TIME_SPECS, ids=lambda s: s.label.replace(" ", "-"))
-def test_an_x_of_unknown_size_is_masked_or_padded_by_its_size_at_run_time(spec, rng):
+RUN_TIME_CASES = [(spec, "onnxruntime") for spec in RUN_TIME_SPECS] + [
+    (spec, "openvino") for spec in RUN_TIME_SPECS if spec.mode != "nearest"
+]
+
+
+@pytest.mark.parametrize(
+    ("spec", "target"),
+    RUN_TIME_CASES,
+    ids=[f"{t}-{s.label}".replace(" ", "-") for s, t in RUN_TIME_CASES],
+)
+def test_an_x_of_unknown_size_is_masked_or_padded_by_its_size_at_run_time(spec, target, rng):
     """X of symbolic size, a grid of static size (a warp to a fixed output): on the onnxruntime
-    target an If picks, by X's size at run time, taps (nearest: values) masked once gathered,
-    or X padded by a ring (nearest: a zero slot), which a small X or one with an empty axis
-    takes. Checked against the oracle on a large X and a tiny one, and against onnx.reference
-    on an X with an empty axis (where onnxruntime's kernel refuses to run; nearest: the check's
-    reference kernel, as onnx.reference fails there)."""
+    and openvino targets an If picks, by X's size at run time, taps (nearest: values) masked
+    once gathered (openvino: its rows), or X padded by a ring (nearest: a zero slot), which a
+    small X or one with an empty axis takes. Checked against the oracle on a large X and a tiny
+    one, and against onnx.reference on an X with an empty axis (where onnxruntime's kernel
+    refuses to run; nearest: the check's reference kernel, as onnx.reference fails there)."""
     r = spec.rank
     out = [3, 4, 5][:r]
     model = gridsample_model(
@@ -525,11 +567,11 @@ def test_an_x_of_unknown_size_is_masked_or_padded_by_its_size_at_run_time(spec, 
         "zeros",
         spec.align_corners,
     )
-    plan = plan_of(spec, ["N", "C", *["d"] * r], [2, *out, r], get_target("onnxruntime"))
+    plan = plan_of(spec, ["N", "C", *["d"] * r], [2, *out, r], get_target(target))
     generic = plan_of(spec, ["N", "C", *["d"] * r], [2, *out, r], get_target("generic"))
     assert plan.masks_values and not plan.ring and generic.small_x is None
     assert plan.small_x.ring or plan.small_x.zero_slot
-    lowered = lower(model, target="onnxruntime", lower_all=True)
+    lowered = lower(model, target=target, lower_all=True)
     ops = {node.op_type for node in lowered.graph.node}
     assert "If" in ops and "Pad" not in ops  # (the ring or the slot: in the If's branch)
     grid = make_grid(rng, (2, *out, r), far=True)
