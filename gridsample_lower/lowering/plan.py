@@ -378,16 +378,15 @@ def _choose_masked_taps(
     """
     if spec.mode == "nearest" or spec.padding_mode != "zeros" or not ring_width(spec, False):
         return False, ""
-    ratio = costs.MASKED_TAPS_MIN_RATIO
-    if target.reduced_storage and target.allows("Where"):  # (interleaved) rows or planes
-        if not costs.masked_taps_pay(sizes, taps, target.cheap_if):
-            return False, "X padded by a ring of zeros: its copy costs less than masking every tap"
-        if sizes.spatial is None:
-            return True, f"X of unknown size: where it holds {ratio}x the taps' values at run time"
-        return True, f"X holds {ratio}x the values the taps read or more: the rows are masked"
-    forms = target.allows("GatherElements") and target.allows("Where") and target.allows("Pad")
-    if not forms or target.reduced_storage or target.float_index_math or target.slow_where:
+    if target.reduced_storage:  # (interleaved: its rows or planes are masked once gathered)
+        able = target.allows("Where")
+    else:
+        forms = ("GatherElements", "Where", "Pad")
+        able = all(map(target.allows, forms)) and not target.float_index_math
+        able = able and not target.slow_where
+    if not able:
         return False, ""
+    ratio = costs.MASKED_TAPS_MIN_RATIO
     if costs.masked_taps_pay(sizes, taps, target.cheap_if):
         if sizes.spatial is None:
             return True, f"X of unknown size: where it holds {ratio}x the taps' values at run time"
