@@ -360,3 +360,26 @@ def test_an_x_of_unknown_size_takes_masked_rows_or_a_ring_by_an_if(mode, rank, r
                 read.reshape({"X": list(x.shape), "grid": list(grid.shape)})
             compiled = core.compile_model(read, "CPU", F32)
             assert_close(compiled({"X": x, "grid": grid})[compiled.outputs[0]], expected, mode)
+
+
+@pytest.mark.parametrize(
+    "config", [("nearest", "zeros", 0), ("nearest", "reflection", 1), ("cubic", "border", 1)]
+)
+@pytest.mark.parametrize("x_shape", [(1, 4, 32, 40), (1, 4, 300, 600)], ids=["small", "past-256"])
+def test_a_gridsample_that_is_the_output_takes_planar_coordinates_at_default_precision(
+    config, x_shape, rng
+):
+    """A GridSample whose output is the model's (OpenVINO's float32 graph tail): nearest and
+    cubic take planar coordinates, which OpenVINO keeps in float32 there at its default
+    precision, as it keeps its own kernel."""
+    grid_shape = (1, 24, 28, 2)
+    model = gridsample_model(list(x_shape), list(grid_shape), *config)
+    lowered = lower(model, target="openvino", lower_all=True)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    grid = rng.uniform(-1.1, 1.1, grid_shape).astype(np.float32)
+    truth = grid_sample(x.astype(np.float64), grid.astype(np.float64), *config)
+    feeds = {"X": x, "grid": grid}
+    native = _error(model, feeds, truth)
+    assert _error(lowered, feeds, truth) <= 2 * native + 1e-3, native
+    transposes = [n for n in lowered.graph.node if n.op_type == "Transpose"]
+    assert transposes[0].input[0] == "grid"  # planar: the grid's components apart first

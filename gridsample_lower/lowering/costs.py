@@ -301,6 +301,19 @@ def by_channel_pays(sizes: Sizes, taps: int, target: Target, int64_indices: bool
     return channels < ROWS_MIN_CHANNELS and sizes.gathered_values(taps) >= BY_CHANNEL_MIN_VALUES
 
 
+def planar_tail_pays(spec: GridSampleSpec) -> bool:
+    """Whether planar coordinates beat interleaved ones where the runtime keeps float32.
+
+    On a path to the model's output through no Conv or MatMul, OpenVINO keeps float32 at its
+    default precision, and bfloat16-safe forms buy nothing: planar coordinates (one Transpose
+    of the grid) ran nearest and cubic faster (3x224x224 nearest 1.29 vs 1.60 of native,
+    cubic 3.77 vs 4.50; kornia's remap 1.22 vs 1.55 of the original), linear slower (its
+    interleaved weights leave as one fraction an axis: border 2.71 vs 4.84;
+    bench/results/openvino_f32/planar_vs_interleaved.md).
+    """
+    return spec.mode != "linear"
+
+
 def reduced_rows_pay(sizes: Sizes, taps: int) -> bool:
     """Rows summed by one ReduceSum (interleaved): 8+ taps, up to TAPS_MAX_VALUES gathered.
 
@@ -488,7 +501,9 @@ STRATEGIES = [
         "True",
         "targets whose runtime may store float tensors in bfloat16 (openvino: OpenVINO's CPU "
         "default): coordinates computed on the grid as it is, in elementwise regions that end in "
-        "small integers (past 256 px as 256 hi + lo) and weights (hi + lo), each axis' apart",
+        "small integers (past 256 px as 256 hi + lo) and weights (hi + lo), each axis' apart; "
+        "not for nearest and cubic on a path to the model's output through elementwise ops and "
+        "moves alone, which OpenVINO keeps in float32 (planar coordinates run faster there)",
     ),
     Strategy(
         "fraction",

@@ -58,6 +58,28 @@ class Site:
     def spelling_ok(self) -> bool:
         return spelling_matches_opset(self.node, self.opset)
 
+    def reaches_output_through(self, ops: frozenset[str]) -> bool:
+        """Whether a path leads from the node's output to a model output through ``ops`` alone.
+
+        Only in the main graph (a body's outputs are not the model's); an op of another
+        domain, or one holding a subgraph, ends a path.
+        """
+        if self.location != "main graph" or not ops:
+            return False
+        seen: set[int] = set()
+        todo = list(self.node.outputs)
+        while todo:
+            value = todo.pop()
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            if value.is_graph_output():
+                return True
+            for user, _ in value.uses():
+                if user.domain in ("", "ai.onnx") and user.op_type in ops:
+                    todo.extend(user.outputs)
+        return False
+
     def describe(self) -> dict[str, object]:
         """A record for ``inspect``: stable keys, each always of one JSON type (or null).
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import functools
 import gc
 import threading
 from collections.abc import Callable, Iterator
@@ -72,12 +73,17 @@ class LowerGridSamplePass(ir.passes.InPlacePass):
         select: Callable[[str, GridSampleSpec], bool] | None = None,
         target: Target | str = "generic",
         as_functions: bool = False,
+        float32_tail: bool = True,
     ) -> None:
         super().__init__()
         self.strict = strict
         self.select = select
         self.target = get_target(target)
         self.as_functions = as_functions
+        # Nodes whose output reaches the model's through the target's float32 tail are planned
+        # as such (``Target.float32_tail``); not in a function's body, whose outputs may feed
+        # anything.
+        self.float32_tail = float32_tail
 
     def call(self, model: ir.Model) -> LoweringResult:
         with cyclic_gc_paused():
@@ -97,7 +103,8 @@ class LowerGridSamplePass(ir.passes.InPlacePass):
                 raise UnsupportedGridSample(problems[0][0].name, problems[0][1])
             sites = [site for site, reason in judged if not reason]  # the rest stay in place
             if self.as_functions:
-                body = LowerGridSamplePass(target=self.target)  # a body's one node: all of it
+                # a body's one node: all of it
+                body = LowerGridSamplePass(target=self.target, float32_tail=False)
                 count = call_functions(model, sites, lambda one: body(one).model)
             else:
                 attentions = self._attentions(found, {s.node: why for s, why in judged})
@@ -105,7 +112,8 @@ class LowerGridSamplePass(ir.passes.InPlacePass):
                 joined = {node for attention in attentions for node in attention.samplers}
                 taken = {site.node for site in sites}
                 sites += [site for site in found if site.node in joined - taken]  # (kept alone)
-                _lower_sites([site for site in sites if site.node not in joined], self.target)
+                alone = [site for site in sites if site.node not in joined]
+                _lower_sites(alone, self.target, self.float32_tail)
                 count = len(sites)
         untype_functions(model)
         lowered = collections.Counter(site.spec.label for site in sites)
@@ -183,7 +191,7 @@ def cyclic_gc_paused() -> Iterator[None]:
                 gc.enable()
 
 
-def _lower_sites(sites: list[Site], target: Target) -> None:
+def _lower_sites(sites: list[Site], target: Target, tails: bool) -> None:
     """Replace each site's node by its decomposition, in the node's own graph or function.
 
     ``decompose`` emits it, as for the rule, into a ``NodeRecorder``: onnxscript's
@@ -191,11 +199,13 @@ def _lower_sites(sites: list[Site], target: Target) -> None:
     tries for 500 GridSamples), and build each node through its schema-aware builder, where
     the sites are known and selected, and the plan has refused what cannot be lowered. The
     original node's metadata (an exporter's source location, say) goes to every node that
-    replaces it, as the rewriter does.
+    replaces it, as the rewriter does. ``tails``: plan the nodes in the target's float32 tail
+    as such.
     """
     for site in sites:
         node, recorder = site.node, NodeRecorder()
-        y = decompose(recorder, node, target)
+        tail = tails and site.reaches_output_through(target.float32_tail)
+        y = decompose(recorder, node, target, functools.partial(node_plan, tail=tail))
         for new in recorder.nodes:
             new.metadata_props.update(node.metadata_props)
             new.metadata_props.pop(READER_KEY, None)  # (the rule's mark; the sites are known)

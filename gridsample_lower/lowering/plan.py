@@ -162,10 +162,13 @@ class Plan:
         return ", ".join(parts)
 
 
-def node_plan(spec: GridSampleSpec, node: ir.Node, target: Target) -> Plan:
-    """``plan_of`` a GridSample node, judged by its inputs' static shapes."""
+def node_plan(spec: GridSampleSpec, node: ir.Node, target: Target, tail: bool = False) -> Plan:
+    """``plan_of`` a GridSample node, judged by its inputs' static shapes.
+
+    ``tail``: the node lies in the runtime's float32 graph tail (``Target.float32_tail``).
+    """
     shapes = [value.shape if value is not None else None for value in node.inputs[:2]]
-    return plan_of(spec, *shapes, target)
+    return plan_of(spec, *shapes, target, tail=tail)
 
 
 def plan_of(
@@ -174,8 +177,12 @@ def plan_of(
     grid_shape: Sequence | None,
     target: Target,
     force: Mapping[str, object] | None = None,
+    tail: bool = False,
 ) -> Plan:
     """Every choice for a node of ``spec`` with these shapes (ints where static) on ``target``.
+
+    ``tail``: the node's output reaches a model output through the ops of the target's
+    float32 graph tail alone (``Target.float32_tail``), where the runtime keeps it in float32.
 
     ``force`` (tests only) overrides the forms ``gather``, ``sum``, ``masks``, ``zero_slot``,
     ``tiled``, ``interleaved`` or ``integer_indices`` before the choices that depend on them
@@ -233,7 +240,7 @@ def plan_of(
         combine, why["sum"] = str(force.pop("sum")), "forced"
     if "tiled" in force:
         tiled = rows and bool(force.pop("tiled"))
-    interleaved, why["interleaved"] = _choose_interleaved(target)
+    interleaved, why["interleaved"] = _choose_interleaved(spec, target, tail)
     if "interleaved" in force:
         interleaved, why["interleaved"] = bool(force.pop("interleaved")), "forced"
     integer_indices, why["integer_indices"] = _choose_integer_indices(target)
@@ -430,7 +437,7 @@ def _choose_ring(spec: GridSampleSpec, rows: bool, target: Target) -> tuple[int,
     return 0, ""
 
 
-def _choose_interleaved(target: Target) -> tuple[bool, str]:
+def _choose_interleaved(spec: GridSampleSpec, target: Target, tail: bool) -> tuple[bool, str]:
     """Whether the coordinates are computed on the grid as it is (bfloat16-safe), and why.
 
     OpenVINO's CPU plugin, at its default precision on CPUs with bfloat16, stores every float
@@ -442,9 +449,11 @@ def _choose_interleaved(target: Target) -> tuple[bool, str]:
     bench/run.py's shapes; up to 4.5x for 3-D linear: ops on interleaved values, the weights'
     hi + lo and a Mul per axis on every gathered value), so only the openvino target takes it.
     """
-    if target.reduced_storage:
-        return True, f"the {target.name} target's runtime may store float tensors in bfloat16"
-    return False, ""
+    if not target.reduced_storage:
+        return False, ""
+    if tail and costs.planar_tail_pays(spec):
+        return False, "on a path to the model's output that its runtime keeps in float32: planar"
+    return True, f"the {target.name} target's runtime may store float tensors in bfloat16"
 
 
 def _choose_fraction(

@@ -40,6 +40,13 @@ class Target:
     # end in integers and weights (``plan.interleaved``). Not for generic: that form costs
     # onnxruntime 1.38x (geomean of bench/run.py's shapes, up to 4.5x for 3-D linear).
     reduced_storage: bool = False
+    # Ops through which the runtime's float32 graph tail runs: where a path leads from a
+    # GridSample's output to a model output through these alone, the runtime keeps the node's
+    # ancestors in float32 even at its reduced default precision (OpenVINO:
+    # ``Graph::EnforceInferencePrecision`` walks up from each output and stops only at
+    # Convolution, MatMul, FullyConnected, Interpolate, RNN and ROIPooling nodes), and the
+    # bfloat16-safe forms buy nothing there (``costs.planar_tail_pays``). Empty: no such tail.
+    float32_tail: frozenset[str] = frozenset()
     # Every index is combined and bounded as an integer (``plan.integer_indices``): no float
     # flat index, and every axis' integer positions clamped into the axis once cast. The
     # runtime may store float tensors between its kernels in bfloat16 (OpenVINO's CPU default
@@ -145,6 +152,19 @@ REDUCED_PRECISION = frozenset({"MatMul"})
 # multiply, faster than a broadcast Mul in onnxruntime), so its scale is a tensor computed at run
 # time; TensorRT's ONNX parser and most NPU compilers take only constant parameters.
 CONSTANT_PARAMETERS = frozenset({"BatchNormalization"})
+# Ops that neither convolve nor multiply matrices: elementwise, comparisons, reductions and
+# data movement (the float32 graph tail runs through them; any other op ends it).
+ELEMENTWISE_AND_MOVES = frozenset(
+    "Abs Acos Add And Asin Atan Cast CastLike Ceil Celu Clip Concat Cos DepthToSpace Div Elu "
+    "Equal Erf Exp Expand Flatten Floor Gather GatherElements GatherND Gelu Greater "
+    "GreaterOrEqual GridSample HardSigmoid HardSwish Identity IsInf IsNaN LeakyRelu Less "
+    "LessOrEqual Log LogSoftmax Max Mean Min Mish Mod Mul Neg Not Or Pad Pow PRelu Reciprocal "
+    "ReduceL1 ReduceL2 ReduceLogSumExp ReduceMax ReduceMean ReduceMin ReduceProd ReduceSum "
+    "ReduceSumSquare Relu Reshape Round Selu Sigmoid Sign Sin Slice Softmax Softplus Softsign "
+    "SpaceToDepth Split Sqrt Squeeze Sub Sum Tan Tanh ThresholdedRelu Tile Transpose Trilu "
+    "Unsqueeze Where Xor".split()
+)
+
 ONNXRUNTIME_ONLY = REDUCED_PRECISION | CONSTANT_PARAMETERS
 # Symbolic sizes multiplied by ReduceProd or Flatten: tract 0.23.9 cannot read a shape a
 # ReduceProd computed ("shape input is variable") nor infer Flatten's over two symbols ("square
@@ -352,6 +372,7 @@ TARGETS: dict[str, Target] = {
             avoids=ONNXRUNTIME_ONLY | {"GatherElements"},
             keeps=_openvino_keeps,
             reduced_storage=True,
+            float32_tail=ELEMENTWISE_AND_MOVES,
             cheap_if=True,
             slow_transpose=True,
             offsets_at_gather=True,

@@ -372,3 +372,51 @@ def test_the_original_nodes_metadata_goes_to_every_node_replacing_it():
         assert {p.key: p.value for p in node.metadata_props} == {
             "pkg.torch.onnx.stack_trace": "model.py:7"
         }, node.name
+
+
+TAIL_GRAPHS = {  # (graph text, whether the GridSample reaches the output through the tail ops)
+    "straight": ('y = GridSample <mode = "nearest"> (X, grid)', True),
+    "relu, add": (
+        's = GridSample <mode = "nearest"> (X, grid)\n r = Relu (s)\n y = Add (r, s)',
+        True,
+    ),
+    "conv": ('s = GridSample <mode = "nearest"> (X, grid)\n y = Conv (s, W)', False),
+    "conv on one path, relu on another": (
+        's = GridSample <mode = "nearest"> (X, grid)\n c = Conv (s, W)\n r = Relu (s)\n'
+        " y = Add (c, r)",
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", TAIL_GRAPHS, ids=list(TAIL_GRAPHS))
+def test_a_path_to_the_output_through_the_float32_tail(case):
+    """OpenVINO keeps in float32 what reaches a model output through no Conv or MatMul: the
+    openvino target then takes planar coordinates for nearest and cubic. Bodies never count."""
+    from gridsample_lower.lowering.inventory import find_gridsamples
+
+    body, expected = TAIL_GRAPHS[case]
+    model = onnx.parser.parse_model(
+        '<ir_version: 10, opset_import: ["" : 20]>\n'
+        "g (float[1,3,8,8] X, float[1,4,4,2] grid, float[3,3,1,1] W) => (float[1,3,4,4] y)\n"
+        "{\n " + body + "\n}"
+    )
+    (site,) = find_gridsamples(ir.serde.deserialize_model(model))
+    assert site.reaches_output_through(TARGETS["openvino"].float32_tail) is expected
+    assert not site.reaches_output_through(TARGETS["generic"].float32_tail)
+    nested = find_gridsamples(ir.serde.deserialize_model(onnx.parser.parse_model(IF_LOOP)))
+    assert not any(s.reaches_output_through(TARGETS["openvino"].float32_tail) for s in nested)
+
+
+def test_a_function_body_is_never_planned_as_the_float32_tail():
+    """Lowered as a function, a GridSample's outputs may feed a Conv wherever it is called:
+    its body keeps the bfloat16-safe interleaved coordinates, where the same node, lowered
+    in place as the model's output, reads its grid planar (one Transpose of the grid first)."""
+    model = gridsample_model([1, 3, 8, 8], [1, 4, 4, 2], "nearest", "zeros", 0)
+    in_place = lower(model, target="openvino", lower_all=True)
+    first = next(n for n in in_place.graph.node if n.op_type == "Transpose")
+    assert first.input[0] == "grid"
+    called = lower(model, target="openvino", lower_all=True, as_functions=True)
+    (function,) = called.functions
+    grid = function.input[1]
+    assert not [n for n in function.node if n.op_type == "Transpose" and n.input[0] == grid]
