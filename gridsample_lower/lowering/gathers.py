@@ -209,8 +209,8 @@ def _gather_rows(
     if y_dtype != x.dtype:  # cast once here, usually fewer rows than the taps gathered
         rows = em.Cast(rows, to=y_dtype)
     kept = None  # (linear, cubic) where each tap lies inside X: its values, else 0
-    if plan.masks_values and taps > 1:
-        kept = em.reshape(inside, [n, taps, total])
+    if plan.masks_values and taps > 1:  # (N, T, P), or (N, T, P, 1) beside rows of C values
+        kept = em.reshape(inside, [n, taps, total] if plan.planes else [n, taps, total, 1])
     if plan.sum == "reduce_sum":
         y = _reduced_taps(
             em,
@@ -263,7 +263,8 @@ def _chain_taps(
     by its taps' weight on every axis, in one region with the sum. ``planes``: ``rows`` is one
     sample's ``(C, S)``, gathered along its pixels: ``(C, 1, P)``. ``starts``: ``flat`` is
     ``(N, P)``, each point's first tap, and tap k's index is ``flat + starts[k]``.
-    ``kept``: ``(N, T, P)``, where each tap lies inside X (its values, else 0).
+    ``kept``: where each tap lies inside X (its values, else 0), shaped as ``flat`` with the
+    gathered values' channel axis.
     """
     n, (fraction, dtype) = em.batch, fractions
     apart = isinstance(weights, list)
@@ -293,9 +294,7 @@ def _chain_taps(
         index = em.Add(flat, starts[k]) if starts else em.Gather(flat, tap, axis=1)
         values = em.Gather(rows, index, axis=1 if planes else 0)
         if kept is not None:  # an outside tap adds 0, whatever pixel it was clamped to
-            inside = em.Gather(kept, tap, axis=1)
-            inside = inside if planes else em.Unsqueeze(inside, em.const([2], INT64))
-            values = em.Where(inside, values, _zero(em, dtype))
+            values = em.Where(em.Gather(kept, tap, axis=1), values, _zero(em, dtype))
         if apart:  # tap k is (t_0, .., t_r-1), the last axis' tap innermost
             for a, w in enumerate(axis_weights):
                 values = em.Mul(values, w[k // per_axis ** (len(weights) - 1 - a) % per_axis])
@@ -323,8 +322,8 @@ def _reduced_taps(
     plan.interleaved) in one region. OpenVINO's fused kernels take about 11 inputs: a chain of
     16 or more taps is split, its partial sums stored in bfloat16 (cubic 1x16x32x40 before a
     Conv: 0.018 against native's 0.008). ``planes``: ``rows`` is one sample's ``(C, S)``,
-    gathered along its pixels into ``(C, T.., P)``, summed into ``(C, P)``. ``kept``:
-    ``(N, T, P)``, where each tap lies inside X (its values, else 0).
+    gathered along its pixels into ``(C, T.., P)``, summed into ``(C, P)``. ``kept``: where
+    each tap lies inside X (its values, else 0), shaped as ``flat`` with the channel axis.
     """
     n, c, per_axis = em.batch, em.channels, round(taps ** (1 / rank))
     fraction, dtype = fractions
@@ -334,9 +333,8 @@ def _reduced_taps(
     lead, last = (([c] if one_sample else [c, n]), []) if planes else ([n], [c])
     ones = ([1] if one_sample else [1, n]) if planes else [n]
     values = em.Gather(rows, flat, axis=1 if planes else 0)
-    if kept is not None:  # (N, T, P): an outside tap adds 0, whatever pixel it was clamped to
-        inside = kept if planes else em.Unsqueeze(kept, em.const([3], INT64))
-        values = em.Where(inside, values, _zero(em, dtype))
+    if kept is not None:  # an outside tap adds 0, whatever pixel it was clamped to
+        values = em.Where(kept, values, _zero(em, dtype))
     first = len(lead)  # the first tap axis
     if not isinstance(weights, list):  # (forced planar) one product of weights
         values = em.reshape(values, [*lead, taps, total, *last])

@@ -66,13 +66,13 @@ class Site:
         """
         if self.location != "main graph" or not ops:
             return False
-        seen: set[int] = set()
+        seen: set[ir.Value] = set()
         todo = list(self.node.outputs)
         while todo:
             value = todo.pop()
-            if id(value) in seen:
+            if value in seen:
                 continue
-            seen.add(id(value))
+            seen.add(value)
             if value.is_graph_output():
                 return True
             for user, _ in value.uses():

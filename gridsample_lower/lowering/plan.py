@@ -388,9 +388,8 @@ def _choose_masked_taps(
     if target.reduced_storage:  # (interleaved: its rows or planes are masked once gathered)
         able = target.allows("Where")
     else:
-        forms = ("GatherElements", "Where", "Pad")
-        able = all(map(target.allows, forms)) and not target.float_index_math
-        able = able and not target.slow_where
+        forms = all(map(target.allows, ("GatherElements", "Where", "Pad")))
+        able = forms and not (target.float_index_math or target.slow_where)
     if not able:
         return False, ""
     ratio = costs.MASKED_TAPS_MIN_RATIO

@@ -454,6 +454,8 @@ FORMS = [
     {"gather": "rows", "sum": "matmul"},
     {"gather": "rows", "sum": "chain", "tiled": True},
     {"gather": "elements", "sum": "reduce_sum", "masks": True},
+    {"gather": "rows", "sum": "chain", "masks": True, "planes": False},
+    {"gather": "rows", "sum": "reduce_sum", "masks": True, "planes": False},
 ]
 NEAREST_FORMS = [
     {"gather": gather, "zero_slot": slot}
