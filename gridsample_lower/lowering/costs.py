@@ -506,6 +506,15 @@ STRATEGIES = [
         "moves alone, which OpenVINO keeps in float32 (planar coordinates run faster there)",
     ),
     Strategy(
+        "merged",
+        "True",
+        "interleaved, symbolic sizes, where the target's runtime runs them op by op over the "
+        "innermost axis (openvino): the grid's last axis and its components as one, (N, O.., "
+        "Or*r); only where the grid is stored before it is read (not a model input, nor an "
+        "elementwise op's output) or the node is in the float32 tail, and not in an If's "
+        "branch that masks the taps",
+    ),
+    Strategy(
         "fraction",
         "True",
         "interleaved linear rows (openvino) but zeros padding without a ring: each axis' "

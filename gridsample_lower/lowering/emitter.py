@@ -41,8 +41,12 @@ class Emitter:
         rank: int,
         target: Target = TARGETS["generic"],
         flat_points: bool = False,
+        merged: bool = False,
     ) -> None:
         self.target = target
+        # interleaved values hold the grid's last axis and its components on one axis
+        # (``Plan.merged``): ``(N, O1.., Or*r)``, and ``grid_vector``s are ``(Or*r,)``
+        self.merged = merged
         # per-point tensors' point axes: O1..Or, or one (``Plan.flat_points``)
         self.point_axes = 1 if flat_points else rank
         self._op = op
@@ -84,6 +88,12 @@ class Emitter:
         """
         view = Emitter(self._op, self.name, x, grid, self.rank, self.target)
         view._counter = self._counter
+        return view
+
+    def merging(self, merged: bool) -> Emitter:
+        """This emitter, its interleaved values merged or not (an If's branch, by its plan)."""
+        view = copy.copy(self)
+        view.merged = merged
         return view
 
     def with_x(self, x: ir.Value) -> Emitter:
@@ -195,7 +205,7 @@ class Emitter:
         if all(d is not None for d in dims):
             return self.grid_vector([fn(d) for d in dims], dtype)
         return self.once(
-            ("interleaved", dtype, fn(0), fn(1)),
+            ("interleaved", self.merged, dtype, fn(0), fn(1)),
             lambda: self._over_width(
                 self.Concat(
                     *[
@@ -216,23 +226,41 @@ class Emitter:
         axis keeps OpenVINO's fused kernels from vectorizing over the points (a region of 12
         ops on a 480x640 grid: 0.74 ms, tiled 0.10). A constant where that axis is static and
         small, else expanded at run time (``_over_width``), as the sizes of an X of symbolic
-        size are.
+        size are. ``(W, r)``, or ``(W*r,)`` where the interleaved values are ``merged``.
         """
         grid = self._shape_of(self._grid)
         width = grid[self.rank] if grid is not None else None
         if width is not None and 1 < width * self.rank <= TILED_CONSTANT_MAX:
-            return self.const([vector] * width, dtype)
+            tiled = np.array([vector] * width)
+            return self.const(tiled.reshape(-1) if self.merged else tiled, dtype)
         if width == 1:
             return self.const(vector, dtype)
-        key = ("over width", dtype, tuple(vector))
+        key = ("over width", self.merged, dtype, tuple(vector))
         return self.once(key, lambda: self._over_width(self.const(vector, dtype)))
 
     def _over_width(self, vector: ir.Value) -> ir.Value:
-        """A ``(r,)`` vector expanded at run time over the grid's last spatial axis: ``(W, r)``."""
+        """A ``(r,)`` vector expanded at run time over the grid's last spatial axis: ``(W, r)``.
+
+        ``(W*r,)`` where the interleaved values are ``merged``.
+        """
         width = self._extent("grid", range(self.rank, self.rank + 1))
         if width == 1:
             return vector
-        return self.Expand(vector, self.shape([width, self.rank]))
+        expanded = self.Expand(vector, self.shape([width, self.rank]))
+        return self.reshape(expanded, [self.merged_width()]) if self.merged else expanded
+
+    def merged_width(self) -> int | ir.Value:
+        """Or x r: the grid's last axis and its components on one axis (``merged``)."""
+        return self._extent("grid", range(self.rank, self.rank + 1), self.rank)
+
+    def merge_components(self, grid: ir.Value) -> ir.Value:
+        """The grid ``(N, O1..Or, r)`` as ``(N, O1.., Or*r)`` (N as X's, like every reshape)."""
+        return self.reshape(grid, [self.batch, *self.output_dims()[:-1], self.merged_width()])
+
+    def split_components(self, value: ir.Value) -> ir.Value:
+        """A merged interleaved value, ``([T,] N, O1.., Or*r)``, as ``([T,] N, O1..Or, r)``."""
+        leading = self.Shape(value, start=0, end=-1)
+        return self.reshape(value, [leading, *self.output_dims()[-1:], self.rank])
 
     def once(self, key: tuple, build: Callable[[], ir.Value]) -> ir.Value:
         """The value ``build`` makes, emitted once per lowered node for the same ``key``."""

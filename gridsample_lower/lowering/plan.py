@@ -32,7 +32,7 @@ from gridsample_lower.lowering.index_range import (
     largest_index,
     ring_width,
 )
-from gridsample_lower.lowering.targets import Target
+from gridsample_lower.lowering.targets import ELEMENTWISE, Target
 from gridsample_lower.spec import GridSampleSpec, compute_dtype
 
 __all__ = ["Plan", "node_plan", "plan_of"]
@@ -77,6 +77,9 @@ class Plan:
         interleaved: the coordinates are computed on the grid as it is, ``(N, O.., r)``, in
             elementwise regions that end in small integers and weights, each axis' weights
             kept apart (bfloat16-safe: ``_choose_interleaved``); else planar, axis by axis.
+        merged: interleaved coordinates with the grid's last axis and its components on one
+            axis, ``(N, O1.., Or*r)`` (``Target.narrow_innermost_slow``): the same values in
+            the same order, with an innermost axis long enough to vectorize over.
         fraction: (interleaved linear rows) each axis' weights leave their region as one
             fraction per point, ``f = x - floor(x)`` as ``hi + lo``; each tap's weight,
             ``1 - f`` or ``f``, is made in the region that sums the taps.
@@ -115,6 +118,7 @@ class Plan:
     tiled: bool
     small_x: Plan | None = None
     interleaved: bool = False
+    merged: bool = False
     fraction: bool = False
     integer_indices: bool = False
     positions_from_grid: bool = False
@@ -168,7 +172,19 @@ def node_plan(spec: GridSampleSpec, node: ir.Node, target: Target, tail: bool = 
     ``tail``: the node lies in the runtime's float32 graph tail (``Target.float32_tail``).
     """
     shapes = [value.shape if value is not None else None for value in node.inputs[:2]]
-    return plan_of(spec, *shapes, target, tail=tail)
+    return plan_of(spec, *shapes, target, tail=tail, grid_stored=_stored(node.inputs[1]))
+
+
+def _stored(value: ir.Value | None) -> bool:
+    """Whether ``value`` is made by an op whose output a fusing runtime stores.
+
+    Not a graph's input (nor a value from an outer scope), nor an elementwise op's output,
+    which would fuse with the ops reading it; a constant is stored.
+    """
+    producer = value.producer() if value is not None else None
+    if producer is None:
+        return value is not None and value.const_value is not None
+    return producer.domain not in ("", "ai.onnx") or producer.op_type not in ELEMENTWISE
 
 
 def plan_of(
@@ -178,11 +194,13 @@ def plan_of(
     target: Target,
     force: Mapping[str, object] | None = None,
     tail: bool = False,
+    grid_stored: bool = False,
 ) -> Plan:
     """Every choice for a node of ``spec`` with these shapes (ints where static) on ``target``.
 
     ``tail``: the node's output reaches a model output through the ops of the target's
     float32 graph tail alone (``Target.float32_tail``), where the runtime keeps it in float32.
+    ``grid_stored``: the grid is made by an op whose output the runtime stores (``_stored``).
 
     ``force`` (tests only) overrides the forms ``gather``, ``sum``, ``masks``, ``zero_slot``,
     ``tiled``, ``interleaved`` or ``integer_indices`` before the choices that depend on them
@@ -251,6 +269,15 @@ def plan_of(
     )
     if "positions_from_grid" in force:
         from_grid, why["positions_from_grid"] = bool(force.pop("positions_from_grid")), "forced"
+    small_x = _small_x(
+        spec, x_shape, grid_shape, target, given, masked_taps, masks and not (zero_slot or rows),
+        tail=tail, grid_stored=grid_stored,
+    )  # fmt: skip
+    merged, why["merged"] = _choose_merged(
+        interleaved or from_grid, given, small_x, target, tail or grid_stored
+    )
+    if "merged" in force:
+        merged, why["merged"] = bool(force.pop("merged")) and (interleaved or from_grid), "forced"
     if (interleaved or integer_indices) and flat_in_float:  # (it would be stored in bfloat16)
         flat_in_float, why["flat_in_float"] = False, "float tensors may be bfloat16: integers"
         if costs.positions_fit_int32(spec, gathered):
@@ -289,9 +316,7 @@ def plan_of(
         ring=ring,
         per_point=per_point,
         masks=masks,
-        small_x=_small_x(
-            spec, x_shape, grid_shape, target, given, masked_taps, masks and not (zero_slot or rows)
-        ),
+        small_x=small_x,
         zero_slot=zero_slot,
         slot_by_pad=spec.x_dtype in PAD_TYPES and target.allows("Pad"),
         flat_in_float=flat_in_float,
@@ -305,6 +330,7 @@ def plan_of(
         empty=given.batch == 0 or given.channels == 0,
         refusal=refusal,
         interleaved=interleaved,
+        merged=merged,
         fraction=fraction,
         integer_indices=integer_indices,
         positions_from_grid=from_grid,
@@ -408,18 +434,20 @@ def _small_x(
     given: costs.Sizes,
     masked_taps: bool,
     masked_values: bool,
+    **where: bool,
 ) -> Plan | None:
     """The plan for an X that proves small at run time (``Plan.small_x``), or None.
 
     Where taps or values are masked once gathered from an X of unknown size: the same node,
     its taps read from X padded by a ring, or its values from a zero slot appended to X.
+    ``where``: ``plan_of``'s ``tail`` and ``grid_stored``, as the node's.
     """
     if given.spatial is not None:
         return None
     if masked_taps:
-        return plan_of(spec, x_shape, grid_shape, target, force={"masks": False})
+        return plan_of(spec, x_shape, grid_shape, target, force={"masks": False}, **where)
     if masked_values and spec.mode == "nearest" and target.cheap_if:
-        return plan_of(spec, x_shape, grid_shape, target, force={"zero_slot": True})
+        return plan_of(spec, x_shape, grid_shape, target, force={"zero_slot": True}, **where)
     return None
 
 
@@ -453,6 +481,32 @@ def _choose_interleaved(spec: GridSampleSpec, target: Target, tail: bool) -> tup
     if tail and costs.planar_tail_pays(spec):
         return False, "on a path to the model's output that its runtime keeps in float32: planar"
     return True, f"the {target.name} target's runtime may store float tensors in bfloat16"
+
+
+def _choose_merged(
+    on_grid: bool, given: costs.Sizes, small_x: Plan | None, target: Target, stored: bool
+) -> tuple[bool, str]:
+    """Whether interleaved coordinates take the grid's last axis and components as one.
+
+    OpenVINO runs a model of symbolic sizes op by op, each elementwise kernel looping over the
+    innermost axis alone: 18 ms for six ops on a 2x480x640x2 grid, 1.6 ms on (2, 480, 1280);
+    kornia's warp_perspective as exported 4.2 -> 1.5x the original, the STN 2.9 -> 1.3. Only
+    for symbolic sizes (static ones run fused, either form alike), and only where the grid
+    is stored before it is read (``stored``: made by a Conv, a move, ..., or in the float32
+    tail): the Reshape that merges the axes is stored too, in bfloat16 at OpenVINO's default
+    precision, which would round a grid its kernel reads in float32 (0.15 vs native's 0.007).
+    Not in the branch of an If that masks the taps: OpenVINO 2026.4 then failed to compile
+    RAFT reshaped to static sizes (a shape check in its Gather's rewrite, the grid folded).
+    """
+    if not (on_grid and target.narrow_innermost_slow):
+        return False, ""
+    if None not in (given.batch, given.channels, given.spatial, given.points):
+        return False, "static sizes: fused kernels run either form alike"
+    if not stored:
+        return False, "the grid may be read in float32 only by the coordinates' own kernel"
+    if small_x is not None:
+        return False, "masked in an If's branch: OpenVINO failed to compile that one merged"
+    return True, f"{target.name} runs each elementwise op of symbolic sizes over its last axis"
 
 
 def _choose_fraction(

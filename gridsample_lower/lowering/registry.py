@@ -73,6 +73,7 @@ def decompose(
         rank=spec.rank,
         target=target,
         flat_points=plan.flat_points,
+        merged=plan.merged,
     )
     if plan.empty:  # Y is empty too. (onnxruntime's optimizer mis-handles the general graph.)
         return em.reshape(x, [em.batch, em.channels, *em.output_dims()])
@@ -84,8 +85,8 @@ def decompose(
         spatial = em.x_size(range(2, 2 + spec.rank), ir.DataType.INT64)
         return em.if_else(
             em.GreaterOrEqual(spatial, em.const(fewest, ir.DataType.INT64)),
-            lambda branch: lookup(spec)(branch, x, grid, spec, plan),
-            lambda branch: lookup(spec)(branch, x, grid, spec, small),
+            lambda branch: lookup(spec)(branch.merging(plan.merged), x, grid, spec, plan),
+            lambda branch: lookup(spec)(branch.merging(small.merged), x, grid, spec, small),
         )
     return lookup(spec)(em, x, grid, spec, plan)
 

@@ -156,8 +156,12 @@ def interpolate(
 
 
 def interleaved_grid(em: Emitter, grid: ir.Value, spec: GridSampleSpec) -> ir.Value:
-    """The grid as it is, ``(N, O1..Or, r)``, in the compute type: every axis at once."""
+    """The grid as it is, ``(N, O1..Or, r)``, in the compute type: every axis at once.
+
+    ``(N, O1.., Or*r)`` where the emitter's interleaved values are ``merged``.
+    """
     ct = compute_dtype(spec)
+    grid = em.merge_components(grid) if em.merged else grid
     return grid if spec.grid_dtype == ct else em.Cast(grid, to=ct)
 
 
@@ -168,7 +172,10 @@ def planar(em: Emitter, value: ir.Value, rank: int, tapped: bool) -> list[ir.Val
     (T on tensor axis 1 + axis), or ``(N, 1..1, O..)`` untapped.
 
     One Transpose puts the components first, ``(r, N, [T,] O..)``; each axis is one slice.
+    A ``merged`` value has its components split off its last axis first.
     """
+    if em.merged:
+        value = em.split_components(value)
     if tapped:  # (T, N, O.., r) -> (r, N, T, O..)
         value = em.Transpose(value, perm=[rank + 2, 1, 0, *range(2, rank + 2)])
     else:  # (N, O.., r) -> (r, N, O..)
@@ -232,6 +239,11 @@ def planar_indices(
     return [em.Add(em.Mul(h, times), low) for h, low in zip(highs, lows, strict=True)]
 
 
+def interleaved_axes(em: Emitter, rank: int) -> int:
+    """The axes of an interleaved value: ``(N, O1..Or, r)``, or ``(N, O1.., Or*r)`` merged."""
+    return rank + 1 if em.merged else rank + 2
+
+
 @dataclasses.dataclass(frozen=True)
 class InterleavedTaps:
     """Per-tap constants ``(T, 1, .., 1)`` for interleaved ``(N, O.., r)`` values.
@@ -245,7 +257,7 @@ class InterleavedTaps:
     scalar_coefficients = True  # kernels: keep per-tap constant tensors few (cubic)
 
     def __call__(self, values: Sequence[float], dtype: ir.DataType | None = None) -> ir.Value:
-        shaped = np.reshape(values, [len(values)] + [1] * (self.rank + 2))
+        shaped = np.reshape(values, [len(values)] + [1] * interleaved_axes(self.em, self.rank))
         return self.em.const(shaped, dtype or self.dtype)
 
 
@@ -342,7 +354,8 @@ def _split_weights(
         lo = em.Sub(again, high(again))
         highs, lows = (planar(em, v, rank, tapped=True) for v in (hi, lo))
         return list(zip(highs, lows, strict=True))
-    first = em.Constant(value=ir.Tensor(np.reshape([True, False], [2] + [1] * (rank + 3))))
+    first = np.reshape([True, False], [2] + [1] * (1 + interleaved_axes(em, rank)))
+    first = em.Constant(value=ir.Tensor(first))
     both = em.Where(first, hi, em.Sub(w, hi))  # (2, T, N, O.., r): hi, then lo
     highs, lows = (
         planar(em, em.Gather(both, em.index(k), axis=0), rank, tapped=True) for k in range(2)

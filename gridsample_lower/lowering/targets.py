@@ -47,6 +47,12 @@ class Target:
     # Convolution, MatMul, FullyConnected, Interpolate, RNN and ROIPooling nodes), and the
     # bfloat16-safe forms buy nothing there (``costs.planar_tail_pays``). Empty: no such tail.
     float32_tail: frozenset[str] = frozenset()
+    # Elementwise kernels on tensors of symbolic size loop over the innermost axis alone
+    # (OpenVINO's CPU plugin runs such a model op by op: a chain of 6 ops on a 2x480x640x2 grid
+    # took 18 ms with its 2 components innermost, 1.6 ms with the grid's last axis and its
+    # components merged, (2, 480, 1280)): interleaved coordinates are computed merged so
+    # (``plan.merged``).
+    narrow_innermost_slow: bool = False
     # Every index is combined and bounded as an integer (``plan.integer_indices``): no float
     # flat index, and every axis' integer positions clamped into the axis once cast. The
     # runtime may store float tensors between its kernels in bfloat16 (OpenVINO's CPU default
@@ -152,17 +158,21 @@ REDUCED_PRECISION = frozenset({"MatMul"})
 # multiply, faster than a broadcast Mul in onnxruntime), so its scale is a tensor computed at run
 # time; TensorRT's ONNX parser and most NPU compilers take only constant parameters.
 CONSTANT_PARAMETERS = frozenset({"BatchNormalization"})
+# Elementwise ops: a runtime fusing such chains (OpenVINO's CPU plugin) runs a GridSample's
+# lowered coordinates in one kernel with the op that made its grid, when it is one of these.
+ELEMENTWISE = frozenset(
+    "Abs Acos Add And Asin Atan Cast CastLike Ceil Celu Clip Cos Div Elu Equal Erf Exp Floor "
+    "Gelu Greater GreaterOrEqual HardSigmoid HardSwish IsInf IsNaN LeakyRelu Less LessOrEqual "
+    "Log Max Mean Min Mish Mod Mul Neg Not Or Pow PRelu Reciprocal Relu Round Selu Sigmoid Sign "
+    "Sin Softplus Softsign Sqrt Sub Sum Tan Tanh ThresholdedRelu Where Xor".split()
+)
 # Ops that neither convolve nor multiply matrices: elementwise, comparisons, reductions and
 # data movement (the float32 graph tail runs through them; any other op ends it).
-ELEMENTWISE_AND_MOVES = frozenset(
-    "Abs Acos Add And Asin Atan Cast CastLike Ceil Celu Clip Concat Cos DepthToSpace Div Elu "
-    "Equal Erf Exp Expand Flatten Floor Gather GatherElements GatherND Gelu Greater "
-    "GreaterOrEqual GridSample HardSigmoid HardSwish Identity IsInf IsNaN LeakyRelu Less "
-    "LessOrEqual Log LogSoftmax Max Mean Min Mish Mod Mul Neg Not Or Pad Pow PRelu Reciprocal "
-    "ReduceL1 ReduceL2 ReduceLogSumExp ReduceMax ReduceMean ReduceMin ReduceProd ReduceSum "
-    "ReduceSumSquare Relu Reshape Round Selu Sigmoid Sign Sin Slice Softmax Softplus Softsign "
-    "SpaceToDepth Split Sqrt Squeeze Sub Sum Tan Tanh ThresholdedRelu Tile Transpose Trilu "
-    "Unsqueeze Where Xor".split()
+ELEMENTWISE_AND_MOVES = ELEMENTWISE | frozenset(
+    "Concat DepthToSpace Expand Flatten Gather GatherElements GatherND GridSample Identity "
+    "LogSoftmax Pad ReduceL1 ReduceL2 ReduceLogSumExp ReduceMax ReduceMean ReduceMin ReduceProd "
+    "ReduceSum ReduceSumSquare Reshape Slice Softmax SpaceToDepth Split Squeeze Tile Transpose "
+    "Trilu Unsqueeze".split()
 )
 
 ONNXRUNTIME_ONLY = REDUCED_PRECISION | CONSTANT_PARAMETERS
@@ -373,6 +383,7 @@ TARGETS: dict[str, Target] = {
             keeps=_openvino_keeps,
             reduced_storage=True,
             float32_tail=ELEMENTWISE_AND_MOVES,
+            narrow_innermost_slow=True,
             cheap_if=True,
             slow_transpose=True,
             offsets_at_gather=True,

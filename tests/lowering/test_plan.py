@@ -27,7 +27,7 @@ from onnxscript import rewriter
 from gridsample_lower import lower
 from gridsample_lower.check.reference import grid_sample
 from gridsample_lower.lowering import costs
-from gridsample_lower.lowering.plan import plan_of
+from gridsample_lower.lowering.plan import node_plan, plan_of
 from gridsample_lower.lowering.rule import GridSampleLowering
 from gridsample_lower.lowering.targets import get_target
 from gridsample_lower.spec import GridSampleSpec
@@ -425,8 +425,9 @@ def test_readme_strategies_are_the_plans():
         "run: python -c 'from gridsample_lower.lowering.costs import strategy_table; print(strategy_table())'"
     )
     taken = collections.defaultdict(set)
-    for _, spec, x_shape, grid_shape, target, _ in TABLE:
-        plan = plan_of(spec, x_shape, grid_shape, get_target(target))
+    plans = [plan_of(s, x, g, get_target(t)) for _, s, x, g, t, _ in TABLE]
+    plans += [plan_of(s, x, g, get_target(t), **where) for _, s, x, g, t, where, _ in MERGED_CASES]
+    for plan in plans:
         for strategy in costs.STRATEGIES:
             taken[strategy.choice].add(_text(getattr(plan, strategy.choice)))
     named = collections.defaultdict(set)
@@ -635,3 +636,74 @@ def test_planes_of_several_samples_match_the_oracle(spec, rng):
     )
     expected = grid_sample(x, grid, spec.mode, spec.padding_mode, spec.align_corners)
     assert_close(run_ort(lowered, {"X": x, "grid": grid}), expected, spec.mode)
+
+
+SYMBOLIC_X = ["N", 3, "H", "W"]
+MERGED_CASES = [  # (why, spec, x_shape, grid_shape, target, where, merged)
+    ("a stored grid", LINEAR, SYMBOLIC_X, ["N", 8, 8, 2], "openvino", {"grid_stored": True}, True),
+    ("in the float32 tail", LINEAR, SYMBOLIC_X, ["N", 8, 8, 2], "openvino", {"tail": True}, True),
+    ("cubic, stored", CUBIC, SYMBOLIC_X, ["N", 8, 8, 2], "openvino", {"grid_stored": True}, True),
+    (
+        "cubic in the tail: planar",
+        CUBIC,
+        SYMBOLIC_X,
+        ["N", 8, 8, 2],
+        "openvino",
+        {"tail": True},
+        False,
+    ),
+    ("a grid read in float32", LINEAR, SYMBOLIC_X, ["N", 8, 8, 2], "openvino", {}, False),
+    ("static sizes", LINEAR, [1, 3, 8, 8], [1, 8, 8, 2], "openvino", {"grid_stored": True}, False),
+    ("nearest", NEAREST, SYMBOLIC_X, ["N", 8, 8, 2], "openvino", {"grid_stored": True}, True),
+    (
+        "nearest in the tail: planar",
+        NEAREST,
+        SYMBOLIC_X,
+        ["N", 8, 8, 2],
+        "openvino",
+        {"tail": True},
+        False,
+    ),
+    ("not interleaved", LINEAR, SYMBOLIC_X, ["N", 8, 8, 2], "onnxruntime", {"tail": True}, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("why", "spec", "x_shape", "grid_shape", "target", "where", "merged"),
+    MERGED_CASES,
+    ids=[case[0] for case in MERGED_CASES],
+)
+def test_interleaved_coordinates_merge_the_grids_last_axis_where_it_pays_and_is_safe(
+    why, spec, x_shape, grid_shape, target, where, merged
+):
+    """``plan.merged``: symbolic sizes (OpenVINO runs them op by op, 12x slower with the
+    grid's 2 components innermost), a grid stored before it is read or in the float32 tail
+    (the Reshape is stored too, in bfloat16 at OpenVINO's default precision)."""
+    plan = plan_of(spec, x_shape, grid_shape, get_target(target), **where)
+    assert plan.merged == merged, plan.why.get("merged")
+
+
+def test_an_ifs_masked_branch_keeps_the_grid_as_it_is_and_its_ring_merges():
+    """An X of unknown size, a static grid: the If's branch that masks the taps keeps the grid
+    as it is (OpenVINO 2026.4 failed to compile RAFT reshaped to static sizes with it merged),
+    the branch for a small X (a ring) merges it."""
+    plan = plan_of(LINEAR_ZEROS, SYMBOLIC_X, [2, 10, 12, 2], get_target("openvino"), tail=True)
+    assert plan.small_x is not None and plan.masks and not plan.merged
+    assert plan.small_x.merged and plan.small_x.ring
+
+
+@pytest.mark.parametrize("producer", ["AffineGrid", "Concat", "Add", None])
+def test_a_grid_is_stored_unless_an_input_or_an_elementwise_ops(producer):
+    """``node_plan`` judges where the grid comes from: a graph input, or an elementwise op that
+    OpenVINO would fuse with the coordinates' kernel, is read in float32; others are stored."""
+    x = ir.Value(name="X", shape=ir.Shape(SYMBOLIC_X), type=ir.TensorType(ir.DataType.FLOAT))
+    g = ir.Value(name="g", shape=ir.Shape(["N", 8, 8, 2]), type=ir.TensorType(ir.DataType.FLOAT))
+    grid = g
+    if producer is not None:
+        grid = ir.node(
+            producer, [g, g] if producer != "AffineGrid" else [g], num_outputs=1
+        ).outputs[0]
+        grid.shape, grid.type = g.shape, g.type
+    node = ir.node("GridSample", [x, grid], attributes={"mode": "linear"})
+    plan = node_plan(LINEAR, node, get_target("openvino"))
+    assert plan.merged == (producer in ("AffineGrid", "Concat")), plan.why.get("merged")
