@@ -7,6 +7,7 @@ too and match the reference. With --target openvino the 4-D nodes stay native.
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import openvino_models
 import pytest
 from conftest import assert_close, gridsample_model, make_grid, run_ort
@@ -446,3 +447,67 @@ def test_symbolic_sizes_merge_the_grids_axes_only_where_the_grid_is_stored(confi
         assert ("grid" in _reshaped(lowered.graph)) == merged
         assert _reshaped_error(lowered, feeds, truth, F32) <= 1e-4
         assert _error(lowered, feeds, truth, F32) <= 1e-4  # as exported: symbolic, run alone
+
+
+@pytest.mark.parametrize(
+    ("grid_shape", "merged_axes"),
+    [(["N", "P", 1, 2], 2), ([1, "O", 3, 4, 3], 2), ([1, "O", 40, 2], 3)],
+    ids=["one-column", "3-D-small", "2-D-wide"],
+)
+@pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
+def test_a_grid_merges_its_trailing_axes_until_the_innermost_is_long(
+    grid_shape, merged_axes, mode, rng
+):
+    """Symbolic sizes (OpenVINO runs them op by op, per innermost row), a grid made by a move
+    (stored) and a MatMul after (outside the float32 tail): a grid of one column, (N, P, 1,
+    2), merges to (N, P*2); static trailing axes merge until 64 values; a wide last axis
+    alone. As exported and reshaped on OpenVINO, and on onnxruntime, as the reference."""
+    r, width = grid_shape[-1], grid_shape[-2]
+    model = _merged_model(grid_shape, mode, width)
+    lowered = lower(model, target="openvino", lower_all=True)
+    (merge,) = [n for n in lowered.graph.node if n.op_type == "Reshape" and n.input[0] == "grid"]
+    concrete = [d if isinstance(d, int) else 5 for d in grid_shape]
+    feeds = {
+        "X": rng.standard_normal((concrete[0], 3, *[9, 11, 7][:r])).astype(np.float32),
+        "g": make_grid(rng, concrete, far=True),
+    }
+    sampled = grid_sample(feeds["X"], feeds["g"], mode, "border", 0).astype(np.float32)
+    expected = sampled @ np.eye(width, dtype=np.float32)[::-1]
+    assert_close(run_ort(lowered, feeds), expected, mode)
+    assert run_ort(_with_output(lowered, merge.output[0]), feeds).ndim == merged_axes
+    core = ov.Core()
+    for reshaped in (False, True):
+        read = core.read_model(lowered.SerializeToString(), b"")
+        if reshaped:
+            read.reshape({name: list(value.shape) for name, value in feeds.items()})
+        compiled = core.compile_model(read, "CPU", F32)
+        assert_close(compiled(feeds)[compiled.outputs[0]], expected, mode)
+
+
+def _merged_model(grid_shape, mode, width):
+    """X -> GridSample(X, Identity(g)) -> MatMul by a reversing permutation: symbolic sizes."""
+    r = grid_shape[-1]
+    x_shape = ["N" if grid_shape[0] == "N" else 1, 3, *[f"D{a}" for a in range(r)]]
+    nodes = [
+        onnx.helper.make_node("Identity", ["g"], ["grid"]),
+        onnx.helper.make_node("GridSample", ["X", "grid"], ["s"], mode=mode, padding_mode="border"),
+        onnx.helper.make_node("MatMul", ["s", "flip"], ["Y"]),
+    ]
+    flip = onnx.numpy_helper.from_array(np.eye(width, dtype=np.float32)[::-1].copy(), "flip")
+    graph = onnx.helper.make_graph(
+        nodes, "g",
+        [onnx.helper.make_tensor_value_info("X", onnx.TensorProto.FLOAT, x_shape),
+         onnx.helper.make_tensor_value_info("g", onnx.TensorProto.FLOAT, grid_shape)],
+        [onnx.helper.make_tensor_value_info("Y", onnx.TensorProto.FLOAT, None)], [flip],
+    )  # fmt: skip
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 20)])
+    model.ir_version = 9
+    return model
+
+
+def _with_output(model, name):
+    """``model`` with ``name`` as its only output."""
+    model = type(model).FromString(model.SerializeToString())
+    del model.graph.output[:]
+    model.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
+    return model

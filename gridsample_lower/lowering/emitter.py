@@ -27,6 +27,7 @@ __all__ = ["ALL_AXES", "Emitter", "NodeRecorder"]
 # order (the last spatial axis first), to broadcast over the grid's last axis.
 ALL_AXES = -1
 TILED_CONSTANT_MAX = 2**16  # values of a per-axis constant tiled over the grid's last axis
+MERGED_MIN_LENGTH = 64  # merged interleaved values' innermost axis, where the grid's sizes allow
 
 
 class Emitter:
@@ -44,9 +45,6 @@ class Emitter:
         merged: bool = False,
     ) -> None:
         self.target = target
-        # interleaved values hold the grid's last axis and its components on one axis
-        # (``Plan.merged``): ``(N, O1.., Or*r)``, and ``grid_vector``s are ``(Or*r,)``
-        self.merged = merged
         # per-point tensors' point axes: O1..Or, or one (``Plan.flat_points``)
         self.point_axes = 1 if flat_points else rank
         self._op = op
@@ -56,6 +54,9 @@ class Emitter:
         self._grid = grid
         self._x_shape = self._shape_of(x)
         self.rank = rank  # X's spatial axes
+        # interleaved values hold the grid's last ``merged_axes`` axes and its components on
+        # one axis (``Plan.merged``), ``(N, O1.., Ok*..*Or*r)``, as ``grid_vector``s do
+        self.merged_axes = self._axes_to_merge() if merged else 0
         self._consts: dict[tuple, ir.Value] = {}
         self._scalars: dict[int, tuple[np.ndarray, ir.DataType]] = {}  # id of a 0-D const
         self._once: dict[tuple, ir.Value] = {}
@@ -93,8 +94,29 @@ class Emitter:
     def merging(self, merged: bool) -> Emitter:
         """This emitter, its interleaved values merged or not (an If's branch, by its plan)."""
         view = copy.copy(self)
-        view.merged = merged
+        view.merged_axes = self._axes_to_merge() if merged else 0
         return view
+
+    @property
+    def merged(self) -> bool:
+        """Whether interleaved values are merged (``merged_axes``)."""
+        return self.merged_axes > 0
+
+    def _axes_to_merge(self) -> int:
+        """How many of the grid's last axes merge with the components (``merged``).
+
+        The last, and the ones before it while those merged are static and hold fewer than
+        ``MERGED_MIN_LENGTH`` values with the components: a grid of one column, (N, P, 1, r),
+        merges to (N, P*r).
+        """
+        dims = self._shape_of(self._grid)
+        axes = 1
+        while axes < self.rank and dims is not None:
+            merged = dims[1 + self.rank - axes : 1 + self.rank]
+            if None in merged or math.prod(merged) * self.rank >= MERGED_MIN_LENGTH:
+                break
+            axes += 1
+        return axes
 
     def with_x(self, x: ir.Value) -> Emitter:
         """This node's emitter, reading X's shape from ``x`` (X padded, say) from here on."""
@@ -205,7 +227,7 @@ class Emitter:
         if all(d is not None for d in dims):
             return self.grid_vector([fn(d) for d in dims], dtype)
         return self.once(
-            ("interleaved", self.merged, dtype, fn(0), fn(1)),
+            ("interleaved", self.merged_axes, dtype, fn(0), fn(1)),
             lambda: self._over_width(
                 self.Concat(
                     *[
@@ -226,41 +248,49 @@ class Emitter:
         axis keeps OpenVINO's fused kernels from vectorizing over the points (a region of 12
         ops on a 480x640 grid: 0.74 ms, tiled 0.10). A constant where that axis is static and
         small, else expanded at run time (``_over_width``), as the sizes of an X of symbolic
-        size are. ``(W, r)``, or ``(W*r,)`` where the interleaved values are ``merged``.
+        size are. ``(W, r)``, or over the merged axes, ``(Ok*..*Or*r,)``, where ``merged``.
         """
         grid = self._shape_of(self._grid)
-        width = grid[self.rank] if grid is not None else None
-        if width is not None and 1 < width * self.rank <= TILED_CONSTANT_MAX:
-            tiled = np.array([vector] * width)
-            return self.const(tiled.reshape(-1) if self.merged else tiled, dtype)
-        if width == 1:
+        axes = self._tiled_axes()
+        tiled = [grid[a] for a in axes] if grid is not None else [None]
+        count = math.prod(tiled) if None not in tiled else None
+        if count is not None and 1 < count * self.rank <= TILED_CONSTANT_MAX:
+            values = np.array([vector] * count)
+            return self.const(values.reshape(-1) if self.merged else values, dtype)
+        if count == 1:
             return self.const(vector, dtype)
-        key = ("over width", self.merged, dtype, tuple(vector))
+        key = ("over width", self.merged_axes, dtype, tuple(vector))
         return self.once(key, lambda: self._over_width(self.const(vector, dtype)))
+
+    def _tiled_axes(self) -> range:
+        """The grid's axes a per-component constant is tiled over: the last, or the merged."""
+        return range(1 + self.rank - max(self.merged_axes, 1), 1 + self.rank)
 
     def _over_width(self, vector: ir.Value) -> ir.Value:
         """A ``(r,)`` vector expanded at run time over the grid's last spatial axis: ``(W, r)``.
 
-        ``(W*r,)`` where the interleaved values are ``merged``.
+        Merged: over the merged axes, ``(Ok*..*Or*r,)``.
         """
-        width = self._extent("grid", range(self.rank, self.rank + 1))
-        if width == 1:
+        count = self._extent("grid", self._tiled_axes())
+        if count == 1:
             return vector
-        expanded = self.Expand(vector, self.shape([width, self.rank]))
-        return self.reshape(expanded, [self.merged_width()]) if self.merged else expanded
+        expanded = self.Expand(vector, self.shape([count, self.rank]))
+        return self.reshape(expanded, [self.merged_length()]) if self.merged else expanded
 
-    def merged_width(self) -> int | ir.Value:
-        """Or x r: the grid's last axis and its components on one axis (``merged``)."""
-        return self._extent("grid", range(self.rank, self.rank + 1), self.rank)
+    def merged_length(self) -> int | ir.Value:
+        """Ok x .. x Or x r: the merged axes and the components, on one axis (``merged``)."""
+        return self._extent("grid", self._tiled_axes(), self.rank)
 
     def merge_components(self, grid: ir.Value) -> ir.Value:
-        """The grid ``(N, O1..Or, r)`` as ``(N, O1.., Or*r)`` (N as X's, like every reshape)."""
-        return self.reshape(grid, [self.batch, *self.output_dims()[:-1], self.merged_width()])
+        """The grid ``(N, O1..Or, r)`` as ``(N, O1.., Ok*..*Or*r)`` (N as X's, as elsewhere)."""
+        kept = self.output_dims()[: self.rank - self.merged_axes]
+        return self.reshape(grid, [self.batch, *kept, self.merged_length()])
 
     def split_components(self, value: ir.Value) -> ir.Value:
-        """A merged interleaved value, ``([T,] N, O1.., Or*r)``, as ``([T,] N, O1..Or, r)``."""
+        """A merged interleaved value, ``(.., Ok*..*Or*r)``, as ``(.., Ok..Or, r)``."""
         leading = self.Shape(value, start=0, end=-1)
-        return self.reshape(value, [leading, *self.output_dims()[-1:], self.rank])
+        merged = self.output_dims()[self.rank - self.merged_axes :]
+        return self.reshape(value, [leading, *merged, self.rank])
 
     def once(self, key: tuple, build: Callable[[], ir.Value]) -> ir.Value:
         """The value ``build`` makes, emitted once per lowered node for the same ``key``."""

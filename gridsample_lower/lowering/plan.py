@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import onnx_ir as ir
 
@@ -172,7 +173,34 @@ def node_plan(spec: GridSampleSpec, node: ir.Node, target: Target, tail: bool = 
     ``tail``: the node lies in the runtime's float32 graph tail (``Target.float32_tail``).
     """
     shapes = [value.shape if value is not None else None for value in node.inputs[:2]]
-    return plan_of(spec, *shapes, target, tail=tail, grid_stored=_stored(node.inputs[1]))
+    return plan_of(spec, *shapes, target, tail=tail, grid_from=_origin(node.inputs[1]))
+
+
+def _origin(grid: ir.Value | None) -> str:
+    """``plan_of``'s ``grid_from``: "shapes", "stored" or "input"."""
+    if _from_shapes(grid):
+        return "shapes"
+    return "stored" if _stored(grid) else "input"
+
+
+def _from_shapes(value: ir.Value | None, most: int = 10_000) -> bool:
+    """Whether ``value`` is made of constants and shapes alone: folded at static sizes.
+
+    A runtime folds it once the model is reshaped to static sizes. False past ``most`` values.
+    """
+    seen: set[int] = set()
+    stack = [value]
+    while stack:
+        value = stack.pop()
+        if value is None or id(value) in seen or value.const_value is not None:
+            continue
+        seen.add(id(value))
+        producer = value.producer()
+        if producer is None or len(seen) > most:  # an input, of the graph or an outer scope
+            return False
+        if producer.op_type not in ("Shape", "Size"):
+            stack.extend(producer.inputs)
+    return True
 
 
 def _stored(value: ir.Value | None) -> bool:
@@ -194,13 +222,15 @@ def plan_of(
     target: Target,
     force: Mapping[str, object] | None = None,
     tail: bool = False,
-    grid_stored: bool = False,
+    grid_from: str = "input",
 ) -> Plan:
     """Every choice for a node of ``spec`` with these shapes (ints where static) on ``target``.
 
     ``tail``: the node's output reaches a model output through the ops of the target's
     float32 graph tail alone (``Target.float32_tail``), where the runtime keeps it in float32.
-    ``grid_stored``: the grid is made by an op whose output the runtime stores (``_stored``).
+    ``grid_from``: where the grid comes from: "stored", an op whose output the runtime stores
+    (``_stored``); "shapes", constants and shapes alone (``_from_shapes``); else "input" (the
+    model's inputs, or an elementwise op that fuses with the coordinates' kernel).
 
     ``force`` (tests only) overrides the forms ``gather``, ``sum``, ``masks``, ``zero_slot``,
     ``tiled``, ``interleaved`` or ``integer_indices`` before the choices that depend on them
@@ -271,11 +301,9 @@ def plan_of(
         from_grid, why["positions_from_grid"] = bool(force.pop("positions_from_grid")), "forced"
     small_x = _small_x(
         spec, x_shape, grid_shape, target, given, masked_taps, masks and not (zero_slot or rows),
-        tail=tail, grid_stored=grid_stored,
+        tail=tail, grid_from=grid_from,
     )  # fmt: skip
-    merged, why["merged"] = _choose_merged(
-        interleaved or from_grid, given, small_x, target, tail or grid_stored
-    )
+    merged, why["merged"] = _choose_merged(interleaved or from_grid, given, target, tail, grid_from)
     if "merged" in force:
         merged, why["merged"] = bool(force.pop("merged")) and (interleaved or from_grid), "forced"
     if (interleaved or integer_indices) and flat_in_float:  # (it would be stored in bfloat16)
@@ -434,13 +462,13 @@ def _small_x(
     given: costs.Sizes,
     masked_taps: bool,
     masked_values: bool,
-    **where: bool,
+    **where: Any,
 ) -> Plan | None:
     """The plan for an X that proves small at run time (``Plan.small_x``), or None.
 
     Where taps or values are masked once gathered from an X of unknown size: the same node,
     its taps read from X padded by a ring, or its values from a zero slot appended to X.
-    ``where``: ``plan_of``'s ``tail`` and ``grid_stored``, as the node's.
+    ``where``: ``plan_of``'s ``tail`` and ``grid_from``, as the node's.
     """
     if given.spatial is not None:
         return None
@@ -484,7 +512,7 @@ def _choose_interleaved(spec: GridSampleSpec, target: Target, tail: bool) -> tup
 
 
 def _choose_merged(
-    on_grid: bool, given: costs.Sizes, small_x: Plan | None, target: Target, stored: bool
+    on_grid: bool, given: costs.Sizes, target: Target, tail: bool, grid_from: str
 ) -> tuple[bool, str]:
     """Whether interleaved coordinates take the grid's last axis and components as one.
 
@@ -492,20 +520,21 @@ def _choose_merged(
     innermost axis alone: 18 ms for six ops on a 2x480x640x2 grid, 1.6 ms on (2, 480, 1280);
     kornia's warp_perspective as exported 4.2 -> 1.5x the original, the STN 2.9 -> 1.3. Only
     for symbolic sizes (static ones run fused, either form alike), and only where the grid
-    is stored before it is read (``stored``: made by a Conv, a move, ..., or in the float32
-    tail): the Reshape that merges the axes is stored too, in bfloat16 at OpenVINO's default
-    precision, which would round a grid its kernel reads in float32 (0.15 vs native's 0.007).
-    Not in the branch of an If that masks the taps: OpenVINO 2026.4 then failed to compile
-    RAFT reshaped to static sizes (a shape check in its Gather's rewrite, the grid folded).
+    is stored before it is read (made by a Conv, a move, ..., or in the float32 tail): the
+    Reshape that merges the axes is stored too, in bfloat16 at OpenVINO's default precision,
+    which would round a grid its kernel reads in float32 (0.15 against native's 0.007). Not
+    for a grid of constants and shapes alone, which OpenVINO folds once sizes are static:
+    OpenVINO 2026.4 then failed to compile RAFT's first lookup merged in an If's branch (a
+    shape check in its Gather's rewrite).
     """
     if not (on_grid and target.narrow_innermost_slow):
         return False, ""
     if None not in (given.batch, given.channels, given.spatial, given.points):
         return False, "static sizes: fused kernels run either form alike"
-    if not stored:
+    if grid_from == "shapes":
+        return False, "a grid of constants and shapes: folded once the sizes are static"
+    if grid_from != "stored" and not tail:
         return False, "the grid may be read in float32 only by the coordinates' own kernel"
-    if small_x is not None:
-        return False, "masked in an If's branch: OpenVINO failed to compile that one merged"
     return True, f"{target.name} runs each elementwise op of symbolic sizes over its last axis"
 
 

@@ -158,7 +158,7 @@ def interpolate(
 def interleaved_grid(em: Emitter, grid: ir.Value, spec: GridSampleSpec) -> ir.Value:
     """The grid as it is, ``(N, O1..Or, r)``, in the compute type: every axis at once.
 
-    ``(N, O1.., Or*r)`` where the emitter's interleaved values are ``merged``.
+    ``(N, O1.., Ok*..*Or*r)`` where the emitter's interleaved values are ``merged``.
     """
     ct = compute_dtype(spec)
     grid = em.merge_components(grid) if em.merged else grid
@@ -240,8 +240,8 @@ def planar_indices(
 
 
 def interleaved_axes(em: Emitter, rank: int) -> int:
-    """The axes of an interleaved value: ``(N, O1..Or, r)``, or ``(N, O1.., Or*r)`` merged."""
-    return rank + 1 if em.merged else rank + 2
+    """The axes of an interleaved value: ``(N, O1..Or, r)``, fewer merged (``em.merged_axes``)."""
+    return rank + 2 - em.merged_axes
 
 
 @dataclasses.dataclass(frozen=True)

@@ -640,9 +640,17 @@ def test_planes_of_several_samples_match_the_oracle(spec, rng):
 
 SYMBOLIC_X = ["N", 3, "H", "W"]
 MERGED_CASES = [  # (why, spec, x_shape, grid_shape, target, where, merged)
-    ("a stored grid", LINEAR, SYMBOLIC_X, ["N", 8, 8, 2], "openvino", {"grid_stored": True}, True),
+    (
+        "a stored grid",
+        LINEAR,
+        SYMBOLIC_X,
+        ["N", 8, 8, 2],
+        "openvino",
+        {"grid_from": "stored"},
+        True,
+    ),
     ("in the float32 tail", LINEAR, SYMBOLIC_X, ["N", 8, 8, 2], "openvino", {"tail": True}, True),
-    ("cubic, stored", CUBIC, SYMBOLIC_X, ["N", 8, 8, 2], "openvino", {"grid_stored": True}, True),
+    ("cubic, stored", CUBIC, SYMBOLIC_X, ["N", 8, 8, 2], "openvino", {"grid_from": "stored"}, True),
     (
         "cubic in the tail: planar",
         CUBIC,
@@ -653,8 +661,16 @@ MERGED_CASES = [  # (why, spec, x_shape, grid_shape, target, where, merged)
         False,
     ),
     ("a grid read in float32", LINEAR, SYMBOLIC_X, ["N", 8, 8, 2], "openvino", {}, False),
-    ("static sizes", LINEAR, [1, 3, 8, 8], [1, 8, 8, 2], "openvino", {"grid_stored": True}, False),
-    ("nearest", NEAREST, SYMBOLIC_X, ["N", 8, 8, 2], "openvino", {"grid_stored": True}, True),
+    (
+        "static sizes",
+        LINEAR,
+        [1, 3, 8, 8],
+        [1, 8, 8, 2],
+        "openvino",
+        {"grid_from": "stored"},
+        False,
+    ),
+    ("nearest", NEAREST, SYMBOLIC_X, ["N", 8, 8, 2], "openvino", {"grid_from": "stored"}, True),
     (
         "nearest in the tail: planar",
         NEAREST,
@@ -683,27 +699,36 @@ def test_interleaved_coordinates_merge_the_grids_last_axis_where_it_pays_and_is_
     assert plan.merged == merged, plan.why.get("merged")
 
 
-def test_an_ifs_masked_branch_keeps_the_grid_as_it_is_and_its_ring_merges():
-    """An X of unknown size, a static grid: the If's branch that masks the taps keeps the grid
-    as it is (OpenVINO 2026.4 failed to compile RAFT reshaped to static sizes with it merged),
-    the branch for a small X (a ring) merges it."""
-    plan = plan_of(LINEAR_ZEROS, SYMBOLIC_X, [2, 10, 12, 2], get_target("openvino"), tail=True)
-    assert plan.small_x is not None and plan.masks and not plan.merged
-    assert plan.small_x.merged and plan.small_x.ring
+def test_both_branches_of_an_if_merge_a_grid_unless_it_is_made_of_shapes():
+    """An X of unknown size, a static grid: both branches of the If (masked taps, a ring)
+    merge a grid computed at run time; a grid of constants and shapes alone, which OpenVINO
+    folds once sizes are static, stays as it is (OpenVINO 2026.4 failed to compile RAFT's
+    first lookup merged, reshaped to static sizes)."""
+    target = get_target("openvino")
+    for where, merged in (({"tail": True}, True), ({"grid_from": "shapes", "tail": True}, False)):
+        plan = plan_of(LINEAR_ZEROS, SYMBOLIC_X, [2, 10, 12, 2], target, **where)
+        assert plan.small_x is not None and plan.masks and plan.small_x.ring
+        assert plan.merged == plan.small_x.merged == merged, plan.why.get("merged")
 
 
-@pytest.mark.parametrize("producer", ["AffineGrid", "Concat", "Add", None])
-def test_a_grid_is_stored_unless_an_input_or_an_elementwise_ops(producer):
+@pytest.mark.parametrize(
+    ("producer", "merged"),
+    [("AffineGrid", True), ("Concat", True), ("Add", False), (None, False), ("Shape", False)],
+)
+def test_where_the_grid_comes_from_decides_the_merge(producer, merged):
     """``node_plan`` judges where the grid comes from: a graph input, or an elementwise op that
-    OpenVINO would fuse with the coordinates' kernel, is read in float32; others are stored."""
+    OpenVINO would fuse with the coordinates' kernel, is read in float32; others are stored;
+    one made of shapes and constants alone (an AffineGrid of a constant theta and X's shape)
+    folds once sizes are static."""
     x = ir.Value(name="X", shape=ir.Shape(SYMBOLIC_X), type=ir.TensorType(ir.DataType.FLOAT))
     g = ir.Value(name="g", shape=ir.Shape(["N", 8, 8, 2]), type=ir.TensorType(ir.DataType.FLOAT))
     grid = g
-    if producer is not None:
-        grid = ir.node(
-            producer, [g, g] if producer != "AffineGrid" else [g], num_outputs=1
-        ).outputs[0]
-        grid.shape, grid.type = g.shape, g.type
+    if producer == "Shape":
+        theta = ir.Value(name="theta", const_value=ir.tensor(np.eye(2, 3, dtype=np.float32)[None]))
+        grid = ir.node("AffineGrid", [theta, ir.node("Shape", [x]).outputs[0]]).outputs[0]
+    elif producer is not None:
+        grid = ir.node(producer, [g, g] if producer != "AffineGrid" else [g]).outputs[0]
+    grid.shape, grid.type = g.shape, g.type
     node = ir.node("GridSample", [x, grid], attributes={"mode": "linear"})
     plan = node_plan(LINEAR, node, get_target("openvino"))
-    assert plan.merged == (producer in ("AffineGrid", "Concat")), plan.why.get("merged")
+    assert plan.merged == merged, plan.why.get("merged")
