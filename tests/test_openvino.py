@@ -511,3 +511,35 @@ def _with_output(model, name):
     del model.graph.output[:]
     model.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
     return model
+
+
+@pytest.mark.parametrize("grid_shape", [["N", "P", 1, 2], [1, "O", 3, 4, 3]], ids=["2-D", "3-D"])
+@pytest.mark.parametrize("mode", ["nearest", "cubic"])
+@pytest.mark.parametrize("padding", ["zeros", "reflection"])
+def test_planar_coordinates_of_a_short_last_axis_take_the_points_on_one_axis(
+    grid_shape, mode, padding, rng
+):
+    """A GridSample that is the model's output (OpenVINO's float32 tail: planar coordinates for
+    nearest and cubic), symbolic sizes and a short static last axis (GLM-4V's one-column
+    grid): the per-point tensors hold the points on one axis (``plan.flat_points``). As
+    exported and reshaped on OpenVINO, and on onnxruntime, as the reference, far grids too."""
+    r = grid_shape[-1]
+    model = gridsample_model(["N", 3, *[f"D{a}" for a in range(r)]], grid_shape, mode, padding, 1)
+    spec = GridSampleSpec(r, mode, padding, 1)
+    symbolic_x = ["N", 3, *["D"] * r]
+    assert plan_of(spec, symbolic_x, grid_shape, get_target("openvino"), tail=True).flat_points
+    lowered = lower(model, target="openvino", lower_all=True)
+    concrete = [d if isinstance(d, int) else 5 for d in grid_shape]
+    feeds = {
+        "X": rng.standard_normal((concrete[0], 3, *[9, 11, 7][:r])).astype(np.float32),
+        "grid": make_grid(rng, concrete, far=True),
+    }
+    expected = grid_sample(feeds["X"], feeds["grid"], mode, padding, 1).astype(np.float32)
+    assert_close(run_ort(lowered, feeds), expected, mode)
+    core = ov.Core()
+    for reshaped in (False, True):
+        read = core.read_model(lowered.SerializeToString(), b"")
+        if reshaped:
+            read.reshape({name: list(value.shape) for name, value in feeds.items()})
+        compiled = core.compile_model(read, "CPU", F32)
+        assert_close(compiled(feeds)[compiled.outputs[0]], expected, mode)

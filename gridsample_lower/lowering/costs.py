@@ -515,6 +515,14 @@ STRATEGIES = [
         "branch that masks the taps",
     ),
     Strategy(
+        "flat_points",
+        "True",
+        "targets slow past max_fast_rank axes (litert: 3-D's (N, T1, T2, T3, O1, O2, O3)); and "
+        "planar coordinates of symbolic sizes where the output's last axis is static and "
+        "shorter than the target's kernels need (openvino: 64 values): per-point tensors hold "
+        "the output points on one axis, (N, T.., P)",
+    ),
+    Strategy(
         "fraction",
         "True",
         "interleaved linear rows (openvino) but zeros padding without a ring: each axis' "

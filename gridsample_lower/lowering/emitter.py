@@ -27,7 +27,6 @@ __all__ = ["ALL_AXES", "Emitter", "NodeRecorder"]
 # order (the last spatial axis first), to broadcast over the grid's last axis.
 ALL_AXES = -1
 TILED_CONSTANT_MAX = 2**16  # values of a per-axis constant tiled over the grid's last axis
-MERGED_MIN_LENGTH = 64  # merged interleaved values' innermost axis, where the grid's sizes allow
 
 
 class Emitter:
@@ -105,15 +104,15 @@ class Emitter:
     def _axes_to_merge(self) -> int:
         """How many of the grid's last axes merge with the components (``merged``).
 
-        The last, and the ones before it while those merged are static and hold fewer than
-        ``MERGED_MIN_LENGTH`` values with the components: a grid of one column, (N, P, 1, r),
-        merges to (N, P*r).
+        The last, and the ones before it while those merged are static and hold fewer values
+        with the components than the target's kernels need (``Target.short_innermost``): a
+        grid of one column, (N, P, 1, r), merges to (N, P*r).
         """
         dims = self._shape_of(self._grid)
         axes = 1
         while axes < self.rank and dims is not None:
             merged = dims[1 + self.rank - axes : 1 + self.rank]
-            if None in merged or math.prod(merged) * self.rank >= MERGED_MIN_LENGTH:
+            if None in merged or math.prod(merged) * self.rank >= self.target.short_innermost:
                 break
             axes += 1
         return axes

@@ -79,7 +79,7 @@ class Plan:
             elementwise regions that end in small integers and weights, each axis' weights
             kept apart (bfloat16-safe: ``_choose_interleaved``); else planar, axis by axis.
         merged: interleaved coordinates with the grid's last axis and its components on one
-            axis, ``(N, O1.., Or*r)`` (``Target.narrow_innermost_slow``): the same values in
+            axis, ``(N, O1.., Or*r)`` (``Target.short_innermost``): the same values in
             the same order, with an innermost axis long enough to vectorize over.
         fraction: (interleaved linear rows) each axis' weights leave their region as one
             fraction per point, ``f = x - floor(x)`` as ``hi + lo``; each tap's weight,
@@ -327,11 +327,9 @@ def plan_of(
         several = target.slow_transpose and given.batch != 0
         planes = planes and combine in PLANE_SUMS and (given.batch == 1 or bool(several))
     tiled = tiled and not planes
-    # (the grid's components are then gathered from (N, P, r): ``Target.grid_by_gather``)
-    axes = 1 + 2 * spec.rank
-    flat_points = target.grid_by_gather and 0 < target.max_fast_rank < axes
-    if flat_points:
-        why["flat_points"] = f"(N, T.., O..) has {axes} axes: past {target.name}'s fast kernels"
+    flat_points, why["flat_points"] = _choose_flat_points(
+        spec, given, grid_shape, target, interleaved or from_grid
+    )
     if force or combine not in SUMS[rows, spec.mode == "nearest"]:
         raise ValueError(f"cannot force {force or combine!r} with {'rows' if rows else 'elements'}")
     refusal = int32_overflow(spec, given.dims, target, rows=rows, ring=ring)
@@ -527,7 +525,7 @@ def _choose_merged(
     OpenVINO 2026.4 then failed to compile RAFT's first lookup merged in an If's branch (a
     shape check in its Gather's rewrite).
     """
-    if not (on_grid and target.narrow_innermost_slow):
+    if not (on_grid and target.short_innermost):
         return False, ""
     if None not in (given.batch, given.channels, given.spatial, given.points):
         return False, "static sizes: fused kernels run either form alike"
@@ -536,6 +534,30 @@ def _choose_merged(
     if grid_from != "stored" and not tail:
         return False, "the grid may be read in float32 only by the coordinates' own kernel"
     return True, f"{target.name} runs each elementwise op of symbolic sizes over its last axis"
+
+
+def _choose_flat_points(
+    spec: GridSampleSpec, given: costs.Sizes, grid_shape, target: Target, on_grid: bool
+) -> tuple[bool, str]:
+    """Whether per-point tensors hold the output points on one axis, ``(N, T.., P)``.
+
+    Targets slow past ``max_fast_rank`` axes (the grid's components are then gathered from
+    ``(N, P, r)``: ``Target.grid_by_gather``); and planar coordinates of symbolic sizes where
+    the output's last axis is static and short (``Target.short_innermost``): GLM-4V's cubic
+    position embedding, a grid of one column, (N, P, 1, 2), ran 2.9x the original as
+    exported on OpenVINO with (N, 4, 4, P, 1) tensors, 1.2 on (N, 4, 4, P).
+    """
+    axes = 1 + 2 * spec.rank
+    if target.grid_by_gather and 0 < target.max_fast_rank < axes:
+        return True, f"(N, T.., O..) has {axes} axes: past {target.name}'s fast kernels"
+    if on_grid or not target.short_innermost or spec.rank < 2:
+        return False, ""
+    if None not in (given.batch, given.channels, given.spatial, given.points):
+        return False, ""
+    last = grid_shape[-2] if grid_shape is not None else None
+    if isinstance(last, int) and last < target.short_innermost:
+        return True, f"its last axis, {last} points, runs near scalar on {target.name}"
+    return False, ""
 
 
 def _choose_fraction(

@@ -53,6 +53,8 @@ class Kernel:
 def grid_coordinates(em: Emitter, grid: ir.Value, spec: GridSampleSpec) -> list[ir.Value]:
     """One ``(N, 1..1, O1..Or)`` coordinate tensor per spatial axis of X, in X's axis order.
 
+    ``(N, 1..1, P)`` where the emitter's per-point tensors hold the points on one axis.
+
     The grid lists coordinates innermost-first (x = width first), so axis i reads component r-1-i.
     """
     r, ct = spec.rank, compute_dtype(spec)
@@ -67,7 +69,10 @@ def grid_coordinates(em: Emitter, grid: ir.Value, spec: GridSampleSpec) -> list[
             em.Unsqueeze(em.Gather(grid, em.index(r - 1 - axis), axis=last), taps)
             for axis in range(r)
         ]
-    planar = em.Transpose(grid, perm=[r + 1, *range(r + 1)])
+    points = r
+    if em.point_axes == 1 and r > 1:  # (N, P, r): the points on one axis
+        grid, points = em.reshape(grid, [em.batch, em.points, r]), 1
+    planar = em.Transpose(grid, perm=[points + 1, *range(points + 1)])
     if spec.grid_dtype != ct:
         planar = em.Cast(planar, to=ct)
     planar = em.Unsqueeze(planar, em.const(list(range(2, r + 2)), INT64))

@@ -47,12 +47,13 @@ class Target:
     # Convolution, MatMul, FullyConnected, Interpolate, RNN and ROIPooling nodes), and the
     # bfloat16-safe forms buy nothing there (``costs.planar_tail_pays``). Empty: no such tail.
     float32_tail: frozenset[str] = frozenset()
-    # Elementwise kernels on tensors of symbolic size loop over the innermost axis alone
-    # (OpenVINO's CPU plugin runs such a model op by op: a chain of 6 ops on a 2x480x640x2 grid
-    # took 18 ms with its 2 components innermost, 1.6 ms with the grid's last axis and its
-    # components merged, (2, 480, 1280)): interleaved coordinates are computed merged so
-    # (``plan.merged``).
-    narrow_innermost_slow: bool = False
+    # Elementwise kernels on tensors of symbolic size loop over the innermost axis alone, near
+    # scalar where it holds fewer values than this (OpenVINO's CPU plugin runs such a model op
+    # by op: 6 ops on a 2x480x640x2 grid took 18 ms with its 2 components innermost, 1.6 ms on
+    # (2, 480, 1280)): interleaved coordinates merge the grid's last axes with its components
+    # (``plan.merged``), planar ones put the points on one axis past a short last axis
+    # (``plan.flat_points``). 0: no such cost.
+    short_innermost: int = 0
     # Every index is combined and bounded as an integer (``plan.integer_indices``): no float
     # flat index, and every axis' integer positions clamped into the axis once cast. The
     # runtime may store float tensors between its kernels in bfloat16 (OpenVINO's CPU default
@@ -383,7 +384,7 @@ TARGETS: dict[str, Target] = {
             keeps=_openvino_keeps,
             reduced_storage=True,
             float32_tail=ELEMENTWISE_AND_MOVES,
-            narrow_innermost_slow=True,
+            short_innermost=64,
             cheap_if=True,
             slow_transpose=True,
             offsets_at_gather=True,

@@ -427,6 +427,7 @@ def test_readme_strategies_are_the_plans():
     taken = collections.defaultdict(set)
     plans = [plan_of(s, x, g, get_target(t)) for _, s, x, g, t, _ in TABLE]
     plans += [plan_of(s, x, g, get_target(t), **where) for _, s, x, g, t, where, _ in MERGED_CASES]
+    plans += [plan_of(s, x, g, get_target("openvino"), **w) for _, s, x, g, w, _ in FLAT_CASES]
     for plan in plans:
         for strategy in costs.STRATEGIES:
             taken[strategy.choice].add(_text(getattr(plan, strategy.choice)))
@@ -732,3 +733,28 @@ def test_where_the_grid_comes_from_decides_the_merge(producer, merged):
     node = ir.node("GridSample", [x, grid], attributes={"mode": "linear"})
     plan = node_plan(LINEAR, node, get_target("openvino"))
     assert plan.merged == merged, plan.why.get("merged")
+
+
+FLAT_CASES = [  # (why, spec, x_shape, grid_shape, where, flat_points)
+    ("one column, in the tail", CUBIC, SYMBOLIC_X, ["N", "P", 1, 2], {"tail": True}, True),
+    ("a short last axis", NEAREST, SYMBOLIC_X, ["N", "H", 40, 2], {"tail": True}, True),
+    ("a long last axis", NEAREST, SYMBOLIC_X, ["N", "H", 64, 2], {"tail": True}, False),
+    ("a symbolic last axis", NEAREST, SYMBOLIC_X, ["N", "H", "W", 2], {"tail": True}, False),
+    ("static sizes", CUBIC, [1, 3, 8, 8], [1, 16, 1, 2], {"tail": True}, False),
+    ("interleaved: merged instead", CUBIC, SYMBOLIC_X, ["N", "P", 1, 2], {}, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("why", "spec", "x_shape", "grid_shape", "where", "flat"),
+    FLAT_CASES,
+    ids=[case[0] for case in FLAT_CASES],
+)
+def test_planar_coordinates_put_the_points_on_one_axis_past_a_short_last_one(
+    why, spec, x_shape, grid_shape, where, flat
+):
+    """``plan.flat_points`` on the openvino target: planar coordinates (nearest and cubic in
+    the float32 tail) of symbolic sizes whose output's last axis is static and short
+    (``Target.short_innermost``), where OpenVINO's kernels of symbolic sizes run near scalar."""
+    plan = plan_of(spec, x_shape, grid_shape, get_target("openvino"), **where)
+    assert plan.flat_points == flat, plan.why.get("flat_points")
