@@ -510,9 +510,10 @@ STRATEGIES = [
         "True",
         "interleaved, symbolic sizes, where the target's runtime runs them op by op over the "
         "innermost axis (openvino): the grid's last axis and its components as one, (N, O.., "
-        "Or*r); only where the grid is stored before it is read (not a model input, nor an "
-        "elementwise op's output) or the node is in the float32 tail, and not in an If's "
-        "branch that masks the taps",
+        "Or*r), and the static axes before it while fewer than 64 values (a one-column grid: "
+        "(N, P*r)); only where the grid is stored before it is read (not a model input, nor "
+        "an elementwise op's output) or the node is in the float32 tail, and not for a grid of "
+        "constants and shapes alone (folded once sizes are static)",
     ),
     Strategy(
         "flat_points",
