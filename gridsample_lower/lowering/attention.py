@@ -30,6 +30,7 @@ from gridsample_lower.lowering.decompositions.linear import LINEAR
 from gridsample_lower.lowering.emitter import ALL_AXES, Emitter
 from gridsample_lower.lowering.flat_index import where_inside
 from gridsample_lower.lowering.inventory import Site
+from gridsample_lower.lowering.plan import grid_origin
 from gridsample_lower.lowering.sampling import (
     BF16_EXACT,
     InterleavedTaps,
@@ -576,6 +577,18 @@ def _gather_rows(
     return em.Transpose(em.reshape(em.MatMul(weights, values), [n, queries, c]), perm=[0, 2, 1])
 
 
+def _merged(em: _Levels) -> bool:
+    """Whether the levels' coordinates take the grids' last axes and components as one.
+
+    As node by node (``plan.merged``): symbolic sizes on a target whose kernels of symbolic
+    size loop over the innermost axis (OpenVINO), grids stored before they are read.
+    """
+    values = [*em.levels, *em.grids]
+    symbolic = any(v.shape is None or not all(isinstance(d, int) for d in v.shape) for v in values)
+    stored = all(grid_origin(grid) == "stored" for grid in em.grids)
+    return bool(em.target.short_innermost) and symbolic and stored
+
+
 def _level_coordinates(em: _Levels, spec: GridSampleSpec) -> tuple[ir.Value, ir.Value]:
     """Every point's coordinates as floor and fraction, ``(2, N, 1, 1, Q, M)`` each (x first).
 
@@ -587,14 +600,17 @@ def _level_coordinates(em: _Levels, spec: GridSampleSpec) -> tuple[ir.Value, ir.
     """
     ct = compute_dtype(spec)
     floors, fractions = [], []
+    merged = _merged(em)
     for x, grid in zip(em.levels, em.grids, strict=True):
-        level = em.sibling(x, grid)
+        level = em.sibling(x, grid).merging(merged)
         taps = InterleavedTaps(level, 2, ct)
-        g = interleaved_grid(level, grid, spec)  # (N, Q, P, 2)
-        floors.append(level.Floor(source_coordinate(level, g, ALL_AXES, spec, ct)))
+        g = interleaved_grid(level, grid, spec)  # (N, Q, P, 2), or merged (N, Q*P*2)
+        floor = level.Floor(source_coordinate(level, g, ALL_AXES, spec, ct))
+        floors.append(level.split_components(floor) if merged else floor)
         g_w = level.Add(g, taps([0.0]))  # (1, N, Q, P, 2): the fractions' own start
         coord = source_coordinate(level, g_w, ALL_AXES, spec, ct)
         fraction = level.Sub(level.Add(coord, level.Sub(g_w, g_w)), level.Floor(coord))
+        fraction = level.split_components(fraction) if merged else fraction
         fractions.append(level.Squeeze(fraction, em.const([0], INT64)))
     # (N, Q, M, 2) -> (2, N, 1, 1, Q, M): lossless moves of values already stored
     moved = [em.Transpose(em.Concat(*v, axis=2), perm=[3, 0, 1, 2]) for v in (floors, fractions)]

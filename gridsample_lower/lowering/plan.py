@@ -173,11 +173,11 @@ def node_plan(spec: GridSampleSpec, node: ir.Node, target: Target, tail: bool = 
     ``tail``: the node lies in the runtime's float32 graph tail (``Target.float32_tail``).
     """
     shapes = [value.shape if value is not None else None for value in node.inputs[:2]]
-    return plan_of(spec, *shapes, target, tail=tail, grid_from=_origin(node.inputs[1]))
+    return plan_of(spec, *shapes, target, tail=tail, grid_from=grid_origin(node.inputs[1]))
 
 
-def _origin(grid: ir.Value | None) -> str:
-    """``plan_of``'s ``grid_from``: "shapes", "stored" or "input"."""
+def grid_origin(grid: ir.Value | None) -> str:
+    """Where ``grid`` comes from, ``plan_of``'s ``grid_from``: "shapes", "stored" or "input"."""
     if _from_shapes(grid):
         return "shapes"
     return "stored" if _stored(grid) else "input"
