@@ -475,9 +475,14 @@ def test_a_grid_merges_its_trailing_axes_until_the_innermost_is_long(
     expected = sampled @ np.eye(width, dtype=np.float32)[::-1]
     assert_close(run_ort(lowered, feeds), expected, mode)
     assert run_ort(_with_output(lowered, merge.output[0]), feeds).ndim == merged_axes
+    _assert_runs_as_exported_and_reshaped(lowered, feeds, expected, mode)
+
+
+def _assert_runs_as_exported_and_reshaped(model, feeds, expected, mode):
+    """OpenVINO (float32) runs ``model`` as it is and reshaped to the feeds' sizes, as expected."""
     core = ov.Core()
     for reshaped in (False, True):
-        read = core.read_model(lowered.SerializeToString(), b"")
+        read = core.read_model(model.SerializeToString(), b"")
         if reshaped:
             read.reshape({name: list(value.shape) for name, value in feeds.items()})
         compiled = core.compile_model(read, "CPU", F32)
@@ -536,10 +541,4 @@ def test_planar_coordinates_of_a_short_last_axis_take_the_points_on_one_axis(
     }
     expected = grid_sample(feeds["X"], feeds["grid"], mode, padding, 1).astype(np.float32)
     assert_close(run_ort(lowered, feeds), expected, mode)
-    core = ov.Core()
-    for reshaped in (False, True):
-        read = core.read_model(lowered.SerializeToString(), b"")
-        if reshaped:
-            read.reshape({name: list(value.shape) for name, value in feeds.items()})
-        compiled = core.compile_model(read, "CPU", F32)
-        assert_close(compiled(feeds)[compiled.outputs[0]], expected, mode)
+    _assert_runs_as_exported_and_reshaped(lowered, feeds, expected, mode)
