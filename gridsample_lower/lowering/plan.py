@@ -78,9 +78,10 @@ class Plan:
         interleaved: the coordinates are computed on the grid as it is, ``(N, O.., r)``, in
             elementwise regions that end in small integers and weights, each axis' weights
             kept apart (bfloat16-safe: ``_choose_interleaved``); else planar, axis by axis.
-        merged: interleaved coordinates with the grid's last axis and its components on one
-            axis, ``(N, O1.., Or*r)`` (``Target.short_innermost``): the same values in
-            the same order, with an innermost axis long enough to vectorize over.
+        merged: interleaved coordinates with the grid's last axis (and the short static axes
+            before it) and its components on one axis, ``(N, O1.., Or*r)``
+            (``Target.short_innermost``): the same values in the same order, with an
+            innermost axis long enough to vectorize over.
         fraction: (interleaved linear rows) each axis' weights leave their region as one
             fraction per point, ``f = x - floor(x)`` as ``hi + lo``; each tap's weight,
             ``1 - f`` or ``f``, is made in the region that sums the taps.
@@ -188,6 +189,8 @@ def _from_shapes(value: ir.Value | None, most: int = 10_000) -> bool:
 
     A runtime folds it once the model is reshaped to static sizes. False past ``most`` values.
     """
+    if value is None:
+        return False
     seen: set[int] = set()
     stack = [value]
     while stack:
