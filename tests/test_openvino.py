@@ -140,9 +140,13 @@ BF16 = "bf16" in str(ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT")).
 F32, CONFIGS_2D = openvino_models.F32, openvino_models.CONFIGS_2D
 
 
-def _error(model, feeds, truth, config=None) -> float:
+def _error(model, feeds, truth, config=None, reshaped=False) -> float:
+    """OpenVINO's max error against ``truth``; ``reshaped`` to the feeds' sizes first."""
     core = ov.Core()
-    compiled = core.compile_model(core.read_model(model.SerializeToString(), b""), "CPU", config)
+    read = core.read_model(model.SerializeToString(), b"")
+    if reshaped:
+        read.reshape({name: list(value.shape) for name, value in feeds.items()})
+    compiled = core.compile_model(read, "CPU", config)
     return float(np.max(np.abs(compiled(feeds)[compiled.outputs[0]] - truth)))
 
 
@@ -325,13 +329,7 @@ def test_symbolic_sizes_run_dynamic_and_reshaped_as_the_reference(spec, rng):
     grid = make_grid(rng, grid_shape, far=True)
     args = (spec.mode, spec.padding_mode, spec.align_corners)
     expected = grid_sample(x, grid, *args).astype(np.float32)
-    core = ov.Core()
-    for reshaped in (False, True):
-        read = core.read_model(lowered.SerializeToString(), b"")
-        if reshaped:
-            read.reshape({"X": list(x_shape), "grid": list(grid_shape)})
-        compiled = core.compile_model(read, "CPU", F32)
-        assert_close(compiled({"X": x, "grid": grid})[compiled.outputs[0]], expected, spec.mode)
+    _assert_runs_as_exported_and_reshaped(lowered, {"X": x, "grid": grid}, expected, spec.mode)
     grid.reshape(-1)[:3] = [np.nan, np.inf, -np.inf]
     expected = grid_sample(x, grid, *args).astype(np.float32)
     assert_close(run_ort(lowered, {"X": x, "grid": grid}), expected, spec.mode)
@@ -350,17 +348,11 @@ def test_an_x_of_unknown_size_takes_masked_rows_or_a_ring_by_an_if(mode, rank, r
     lowered = lower(model, target="openvino", lower_all=True)
     assert "If" in {node.op_type for node in lowered.graph.node}
     grid = make_grid(rng, (2, *out, rank), far=True)
-    core = ov.Core()
     for sizes in ([80, 64, 48][:rank], [1, 2, 3][:rank]):
         x = rng.standard_normal((2, 3, *sizes)).astype(np.float32)
         x[:, :, 0] = np.inf  # where outside taps are clamped to: they must add 0, not NaN
         expected = grid_sample(x, grid, mode, "zeros", 0).astype(np.float32)
-        for reshaped in (False, True):
-            read = core.read_model(lowered.SerializeToString(), b"")
-            if reshaped:
-                read.reshape({"X": list(x.shape), "grid": list(grid.shape)})
-            compiled = core.compile_model(read, "CPU", F32)
-            assert_close(compiled({"X": x, "grid": grid})[compiled.outputs[0]], expected, mode)
+        _assert_runs_as_exported_and_reshaped(lowered, {"X": x, "grid": grid}, expected, mode)
 
 
 @pytest.mark.parametrize(
@@ -406,14 +398,6 @@ def _reshaped(graph) -> set[str]:
     return names
 
 
-def _reshaped_error(model, feeds, truth, config=None) -> float:
-    core = ov.Core()
-    read = core.read_model(model.SerializeToString(), b"")
-    read.reshape({name: list(value.shape) for name, value in feeds.items()})
-    compiled = core.compile_model(read, "CPU", config)
-    return float(np.max(np.abs(compiled(feeds)[compiled.outputs[0]] - truth)))
-
-
 @pytest.mark.parametrize(
     "config", [("linear", "zeros", 0), ("cubic", "border", 1), ("nearest", "reflection", 0)],
     ids=lambda c: "-".join(map(str, c)),
@@ -442,10 +426,10 @@ def test_symbolic_sizes_merge_the_grids_axes_only_where_the_grid_is_stored(confi
     ):
         _, feeds, truth, _ = build(np.random.default_rng(0), config)
         lowered = lower(model, target="openvino", lower_all=True)
-        native = _reshaped_error(model, feeds, truth)
-        assert _reshaped_error(lowered, feeds, truth) <= 2 * native + 1e-3, native
+        native = _error(model, feeds, truth, reshaped=True)
+        assert _error(lowered, feeds, truth, reshaped=True) <= 2 * native + 1e-3, native
         assert ("grid" in _reshaped(lowered.graph)) == merged
-        assert _reshaped_error(lowered, feeds, truth, F32) <= 1e-4
+        assert _error(lowered, feeds, truth, F32, reshaped=True) <= 1e-4
         assert _error(lowered, feeds, truth, F32) <= 1e-4  # as exported: symbolic, run alone
 
 

@@ -30,7 +30,7 @@ from gridsample_lower.lowering.decompositions.linear import LINEAR
 from gridsample_lower.lowering.emitter import ALL_AXES, Emitter
 from gridsample_lower.lowering.flat_index import where_inside
 from gridsample_lower.lowering.inventory import Site
-from gridsample_lower.lowering.plan import grid_origin
+from gridsample_lower.lowering.plan import choose_merged, grid_origin
 from gridsample_lower.lowering.sampling import (
     BF16_EXACT,
     InterleavedTaps,
@@ -580,13 +580,14 @@ def _gather_rows(
 def _merged(em: _Levels) -> bool:
     """Whether the levels' coordinates take the grids' last axes and components as one.
 
-    As node by node (``plan.merged``): symbolic sizes on a target whose kernels of symbolic
-    size loop over the innermost axis (OpenVINO), grids stored before they are read.
+    As node by node (``plan.choose_merged``), every level's grid alike; an attention is never
+    the graph's float32 tail (its output projection is a MatMul).
     """
     values = [*em.levels, *em.grids]
     symbolic = any(v.shape is None or not all(isinstance(d, int) for d in v.shape) for v in values)
-    stored = all(grid_origin(grid) == "stored" for grid in em.grids)
-    return bool(em.target.short_innermost) and symbolic and stored
+    return all(
+        choose_merged(True, symbolic, em.target, False, grid_origin(grid))[0] for grid in em.grids
+    )
 
 
 def _level_coordinates(em: _Levels, spec: GridSampleSpec) -> tuple[ir.Value, ir.Value]:
@@ -606,11 +607,11 @@ def _level_coordinates(em: _Levels, spec: GridSampleSpec) -> tuple[ir.Value, ir.
         taps = InterleavedTaps(level, 2, ct)
         g = interleaved_grid(level, grid, spec)  # (N, Q, P, 2), or merged (N, Q*P*2)
         floor = level.Floor(source_coordinate(level, g, ALL_AXES, spec, ct))
-        floors.append(level.split_components(floor) if merged else floor)
+        floors.append(level.split_components(floor, tapped=False) if merged else floor)
         g_w = level.Add(g, taps([0.0]))  # (1, N, Q, P, 2): the fractions' own start
         coord = source_coordinate(level, g_w, ALL_AXES, spec, ct)
         fraction = level.Sub(level.Add(coord, level.Sub(g_w, g_w)), level.Floor(coord))
-        fraction = level.split_components(fraction) if merged else fraction
+        fraction = level.split_components(fraction, tapped=True) if merged else fraction
         fractions.append(level.Squeeze(fraction, em.const([0], INT64)))
     # (N, Q, M, 2) -> (2, N, 1, 1, Q, M): lossless moves of values already stored
     moved = [em.Transpose(em.Concat(*v, axis=2), perm=[3, 0, 1, 2]) for v in (floors, fractions)]

@@ -147,6 +147,11 @@ class Sizes:
         """S, the values of one channel of one sample."""
         return math.prod(self.dims[2:]) if None not in self.dims[2:] else None
 
+    @property
+    def symbolic(self) -> bool:
+        """Whether any of X's sizes or the points is unknown."""
+        return None in self.dims or self.points is None
+
     def gathered_values(self, taps: int) -> int:
         """N x C x taps x points: the values the taps gather (0 where unknown, N=1 if symbolic)."""
         if self.channels is None or self.points is None:

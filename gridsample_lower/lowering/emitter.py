@@ -285,11 +285,19 @@ class Emitter:
         kept = self.output_dims()[: self.rank - self.merged_axes]
         return self.reshape(grid, [self.batch, *kept, self.merged_length()])
 
-    def split_components(self, value: ir.Value) -> ir.Value:
-        """A merged interleaved value, ``(.., Ok*..*Or*r)``, as ``(.., Ok..Or, r)``."""
-        leading = self.Shape(value, start=0, end=-1)
-        merged = self.output_dims()[self.rank - self.merged_axes :]
-        return self.reshape(value, [leading, *merged, self.rank])
+    def split_components(self, value: ir.Value, tapped: bool) -> ir.Value:
+        """A merged interleaved value, ``([T,] N, O1.., Ok*..*Or*r)``, as ``(.., Ok..Or, r)``.
+
+        Untapped values share one target shape; a tapped one reads its T (1 or the kernel's).
+        """
+        untapped = self.once(
+            ("split", self.merged_axes),
+            lambda: self.shape([self.batch, *self.output_dims(), self.rank]),
+        )
+        if not tapped:
+            return self.Reshape(value, untapped, allowzero=1)
+        taps = self.Shape(value, start=0, end=1)
+        return self.Reshape(value, self.Concat(taps, untapped, axis=0), allowzero=1)
 
     def once(self, key: tuple, build: Callable[[], ir.Value]) -> ir.Value:
         """The value ``build`` makes, emitted once per lowered node for the same ``key``."""

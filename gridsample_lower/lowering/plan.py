@@ -306,7 +306,9 @@ def plan_of(
         spec, x_shape, grid_shape, target, given, masked_taps, masks and not (zero_slot or rows),
         tail=tail, grid_from=grid_from,
     )  # fmt: skip
-    merged, why["merged"] = _choose_merged(interleaved or from_grid, given, target, tail, grid_from)
+    merged, why["merged"] = choose_merged(
+        interleaved or from_grid, given.symbolic, target, tail, grid_from
+    )
     if "merged" in force:
         merged, why["merged"] = bool(force.pop("merged")) and (interleaved or from_grid), "forced"
     if (interleaved or integer_indices) and flat_in_float:  # (it would be stored in bfloat16)
@@ -512,8 +514,8 @@ def _choose_interleaved(spec: GridSampleSpec, target: Target, tail: bool) -> tup
     return True, f"the {target.name} target's runtime may store float tensors in bfloat16"
 
 
-def _choose_merged(
-    on_grid: bool, given: costs.Sizes, target: Target, tail: bool, grid_from: str
+def choose_merged(
+    on_grid: bool, symbolic: bool, target: Target, tail: bool, grid_from: str
 ) -> tuple[bool, str]:
     """Whether interleaved coordinates take the grid's last axis and components as one.
 
@@ -530,7 +532,7 @@ def _choose_merged(
     """
     if not (on_grid and target.short_innermost):
         return False, ""
-    if None not in (given.batch, given.channels, given.spatial, given.points):
+    if not symbolic:
         return False, "static sizes: fused kernels run either form alike"
     if grid_from == "shapes":
         return False, "a grid of constants and shapes: folded once the sizes are static"
@@ -553,9 +555,7 @@ def _choose_flat_points(
     axes = 1 + 2 * spec.rank
     if target.grid_by_gather and 0 < target.max_fast_rank < axes:
         return True, f"(N, T.., O..) has {axes} axes: past {target.name}'s fast kernels"
-    if on_grid or not target.short_innermost or spec.rank < 2:
-        return False, ""
-    if None not in (given.batch, given.channels, given.spatial, given.points):
+    if on_grid or not target.short_innermost or spec.rank < 2 or not given.symbolic:
         return False, ""
     last = grid_shape[-2] if grid_shape is not None else None
     if isinstance(last, int) and last < target.short_innermost:

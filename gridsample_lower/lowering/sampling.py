@@ -58,20 +58,17 @@ def grid_coordinates(em: Emitter, grid: ir.Value, spec: GridSampleSpec) -> list[
     The grid lists coordinates innermost-first (x = width first), so axis i reads component r-1-i.
     """
     r, ct = spec.rank, compute_dtype(spec)
-    if em.target.grid_by_gather:  # (N, O..) per component, then (N, 1..1, O..)
-        if spec.grid_dtype != ct:
-            grid = em.Cast(grid, to=ct)
-        taps = em.const(list(range(1, r + 1)), INT64)
-        last = r + 1
-        if em.point_axes == 1 and r > 1:  # (N, P, r): the points on one axis
-            grid, last = em.reshape(grid, [em.batch, em.points, r]), 2
-        return [
-            em.Unsqueeze(em.Gather(grid, em.index(r - 1 - axis), axis=last), taps)
-            for axis in range(r)
-        ]
+    if em.target.grid_by_gather and spec.grid_dtype != ct:
+        grid = em.Cast(grid, to=ct)
     points = r
     if em.point_axes == 1 and r > 1:  # (N, P, r): the points on one axis
         grid, points = em.reshape(grid, [em.batch, em.points, r]), 1
+    if em.target.grid_by_gather:  # (N, O..) per component, then (N, 1..1, O..)
+        taps = em.const(list(range(1, r + 1)), INT64)
+        return [
+            em.Unsqueeze(em.Gather(grid, em.index(r - 1 - axis), axis=points + 1), taps)
+            for axis in range(r)
+        ]
     planar = em.Transpose(grid, perm=[points + 1, *range(points + 1)])
     if spec.grid_dtype != ct:
         planar = em.Cast(planar, to=ct)
@@ -180,7 +177,7 @@ def planar(em: Emitter, value: ir.Value, rank: int, tapped: bool) -> list[ir.Val
     A ``merged`` value has its components split off its last axis first.
     """
     if em.merged:
-        value = em.split_components(value)
+        value = em.split_components(value, tapped)
     if tapped:  # (T, N, O.., r) -> (r, N, T, O..)
         value = em.Transpose(value, perm=[rank + 2, 1, 0, *range(2, rank + 2)])
     else:  # (N, O.., r) -> (r, N, O..)
