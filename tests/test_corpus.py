@@ -380,6 +380,23 @@ def test_the_openvino_target_fuses_static_attentions_erring_as_native_by_default
     lowered = ir.serde.serialize_model(result.model)
     report = verify(original, lowered, samples=1)
     assert report.ok, report.table()
+    _assert_errs_as_native_by_default(name, original, lowered)
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n not in ATTENTION_MODELS])
+def test_the_openvino_target_errs_as_native_by_default(name):
+    """Every other model lowered with the openvino target, at OpenVINO's default precision
+    (bfloat16 between kernels here), reshaped to static sizes: at most twice the original's
+    error from PyTorch plus 1e-3, as issue 24 asks. (The single-node cases in test_openvino.py
+    are the sharper test of where the coordinates may be stored: these models' own bfloat16
+    errors are large.)"""
+    refused = _openvino_refusal(_openvino_original_error(name))
+    if refused:
+        pytest.skip(f"OpenVINO refuses the original: {refused}")
+    _assert_errs_as_native_by_default(name, _original(name), _lowered(name, "openvino", False))
+
+
+def _assert_errs_as_native_by_default(name, original, lowered):
     inputs, expected = _arrays(name)
     for output, native, got in zip(
         expected.values(),

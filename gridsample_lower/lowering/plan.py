@@ -206,13 +206,26 @@ def _from_shapes(value: ir.Value | None, most: int = 10_000) -> bool:
     return True
 
 
+def _float_cast(node: ir.Node | None) -> bool:
+    """Whether ``node`` is a standard Cast of a float value."""
+    if node is None or node.op_type != "Cast" or node.domain not in ("", "ai.onnx"):
+        return False
+    source = node.inputs[0]
+    return source is not None and source.dtype is not None and source.dtype.is_floating_point()
+
+
 def _stored(value: ir.Value | None) -> bool:
     """Whether ``value`` is made by an op whose output a fusing runtime stores.
 
     Not a graph's input (nor a value from an outer scope), nor an elementwise op's output,
-    which would fuse with the ops reading it; a constant is stored.
+    which would fuse with the ops reading it; a constant is stored. A Cast from a float type
+    is looked through: it changes no value a stored float had not already lost (a float16
+    model's grid, cast to float16 and back to float32, is read as it was stored).
     """
     producer = value.producer() if value is not None else None
+    while _float_cast(producer):
+        value = producer.inputs[0]
+        producer = value.producer()
     if producer is None:
         return value is not None and value.const_value is not None
     return producer.domain not in ("", "ai.onnx") or producer.op_type not in ELEMENTWISE

@@ -713,23 +713,40 @@ def test_both_branches_of_an_if_merge_a_grid_unless_it_is_made_of_shapes():
 
 
 @pytest.mark.parametrize(
-    ("producer", "merged"),
-    [("AffineGrid", True), ("Concat", True), ("Add", False), (None, False), ("Shape", False)],
+    ("producers", "merged"),
+    [
+        (["AffineGrid"], True),
+        (["Concat"], True),
+        (["Add"], False),
+        ([], False),
+        (["Shape"], False),
+        (["Concat", "Cast16", "Cast"], True),
+        (["Cast16", "Cast"], False),
+        (["Concat", "CastInt", "Cast"], False),
+    ],
 )
-def test_where_the_grid_comes_from_decides_the_merge(producer, merged):
+def test_where_the_grid_comes_from_decides_the_merge(producers, merged):
     """``node_plan`` judges where the grid comes from: a graph input, or an elementwise op that
     OpenVINO would fuse with the coordinates' kernel, is read in float32; others are stored;
     one made of shapes and constants alone (an AffineGrid of a constant theta and X's shape)
-    folds once sizes are static."""
+    folds once sizes are static. Casts between floats are looked through (a float16 model's
+    grid); a Cast from integers is an elementwise op like any other."""
     x = ir.Value(name="X", shape=ir.Shape(SYMBOLIC_X), type=ir.TensorType(ir.DataType.FLOAT))
     g = ir.Value(name="g", shape=ir.Shape(["N", 8, 8, 2]), type=ir.TensorType(ir.DataType.FLOAT))
     grid = g
-    if producer == "Shape":
-        theta = ir.Value(name="theta", const_value=ir.tensor(np.eye(2, 3, dtype=np.float32)[None]))
-        grid = ir.node("AffineGrid", [theta, ir.node("Shape", [x]).outputs[0]]).outputs[0]
-    elif producer is not None:
-        grid = ir.node(producer, [g, g] if producer != "AffineGrid" else [g]).outputs[0]
-    grid.shape, grid.type = g.shape, g.type
+    casts = {"Cast16": ir.DataType.FLOAT16, "Cast": ir.DataType.FLOAT, "CastInt": ir.DataType.INT32}
+    for producer in producers:
+        if producer == "Shape":
+            eye = ir.tensor(np.eye(2, 3, dtype=np.float32)[None])
+            theta = ir.Value(name="theta", const_value=eye)
+            grid = ir.node("AffineGrid", [theta, ir.node("Shape", [x]).outputs[0]]).outputs[0]
+        elif producer in casts:
+            grid = ir.node("Cast", [grid], attributes={"to": casts[producer]}).outputs[0]
+        else:
+            inputs = [grid] if producer == "AffineGrid" else [grid, grid]
+            grid = ir.node(producer, inputs).outputs[0]
+        dtype = casts.get(producer, ir.DataType.FLOAT)
+        grid.shape, grid.type = g.shape, ir.TensorType(dtype)
     node = ir.node("GridSample", [x, grid], attributes={"mode": "linear"})
     plan = node_plan(LINEAR, node, get_target("openvino"))
     assert plan.merged == merged, plan.why.get("merged")
