@@ -140,15 +140,15 @@ def _run_openvino(
 ) -> list[np.ndarray]:
     """Run in OpenVINO's CPU plugin, 1 thread, float32.
 
-    ``default``: at its default precision, the model reshaped to the inputs' sizes first, as
-    ``lower --target openvino`` advises for symbolic sizes (OpenVINO runs those op by op,
-    storing every value in bfloat16). ``reshaped``: reshaped so, in float32.
+    ``default``: at its default precision instead (bfloat16 between kernels here).
+    ``reshaped``: the model reshaped to the inputs' sizes first (static: fused kernels), as
+    ``lower --target openvino`` advises for symbolic sizes, which OpenVINO runs op by op.
     """
     ov = pytest.importorskip("openvino")
     core = ov.Core()
     config = {"INFERENCE_NUM_THREADS": 1}
     read = core.read_model(model.SerializeToString(), b"")
-    if default or reshaped:
+    if reshaped:
         read.reshape({i.get_any_name(): list(inputs[i.get_any_name()].shape) for i in read.inputs})
     if not default:
         config["INFERENCE_PRECISION_HINT"] = "f32"
@@ -364,8 +364,9 @@ def test_deformable_attention_is_lowered_as_one_unit_and_checked_so(name):
 def test_the_openvino_target_fuses_static_attentions_erring_as_native_by_default(name):
     """The openvino target fuses the attentions whose levels have static sizes (their planes'
     tap positions exact in bfloat16; the batch may be symbolic), checked; at OpenVINO's
-    default precision (bfloat16 between kernels here), reshaped to static sizes, the model
-    errs from PyTorch at most twice the original plus 1e-3."""
+    default precision (bfloat16 between kernels here), as exported and reshaped to static
+    sizes, the model errs from PyTorch at most twice the original plus 1e-3 (as exported,
+    Deformable DETR's TorchScript export erred by 0.019, native 0.002, unfenced)."""
     original = _original(name)
     shapes = onnx.shape_inference.infer_shapes(original, data_prop=True)
     known = {
@@ -385,24 +386,27 @@ def test_the_openvino_target_fuses_static_attentions_erring_as_native_by_default
 
 @pytest.mark.parametrize("name", [n for n in NAMES if n not in ATTENTION_MODELS])
 def test_the_openvino_target_errs_as_native_by_default(name):
-    """Every other model lowered with the openvino target, at OpenVINO's default precision
-    (bfloat16 between kernels here), reshaped to static sizes: at most twice the original's
-    error from PyTorch plus 1e-3, as issue 24 asks. (The single-node cases in test_openvino.py
-    are the sharper test of where the coordinates may be stored: these models' own bfloat16
-    errors are large.)"""
+    """Every other model, every GridSample lowered with the openvino target, at OpenVINO's
+    default precision (bfloat16 between kernels here), as exported and reshaped to static
+    sizes: at most twice the original's error from PyTorch plus 1e-3, as issue 24 asks. As
+    exported, the STNs erred by 0.32-0.34 (native 0.15) before their lowering ran in a Loop's
+    body, kept in float32 (``plan.fenced``)."""
     refused = _openvino_refusal(_openvino_original_error(name))
     if refused:
         pytest.skip(f"OpenVINO refuses the original: {refused}")
-    _assert_errs_as_native_by_default(name, _original(name), _lowered(name, "openvino", False))
+    _assert_errs_as_native_by_default(name, _original(name), _lowered(name, "openvino", True))
 
 
 def _assert_errs_as_native_by_default(name, original, lowered):
+    """As exported (symbolic sizes run op by op: ``plan.fenced``) and reshaped to static."""
     inputs, expected = _arrays(name)
-    for output, native, got in zip(
-        expected.values(),
-        _run_openvino(original, inputs, default=True),
-        _run_openvino(lowered, inputs, default=True),
-        strict=True,
-    ):
-        native_error = float(np.max(np.abs(native - output)))
-        assert float(np.max(np.abs(got - output))) <= 2 * native_error + 1e-3, name
+    for reshaped in (False, True):
+        for output, native, got in zip(
+            expected.values(),
+            _run_openvino(original, inputs, default=True, reshaped=reshaped),
+            _run_openvino(lowered, inputs, default=True, reshaped=reshaped),
+            strict=True,
+        ):
+            native_error = float(np.max(np.abs(native - output)))
+            error = float(np.max(np.abs(got - output)))
+            assert error <= 2 * native_error + 1e-3, (name, reshaped, error, native_error)

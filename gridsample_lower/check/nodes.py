@@ -239,8 +239,14 @@ def _switch_at(nodes: list[onnx.NodeProto]) -> int:
     """The size of X's channel from which the region's If takes its first branch; 0: no If.
 
     Read from the region itself, ``If(GreaterOrEqual(size, Constant))``
-    (``registry.decompose``): the check runs the switch the candidate has.
+    (``registry.decompose``), or from the body of the Loop it may run in (``plan.fenced``):
+    the check runs the switch the candidate has.
     """
+    for node in nodes:
+        bodies = [a.g for a in node.attribute if node.op_type == "Loop" and a.name == "body"]
+        inner = max((_switch_at(list(body.node)) for body in bodies), default=0)
+        if inner:
+            return inner
     made = {output: node for node in nodes for output in node.output}
     for node in nodes:
         condition = made.get(node.input[0]) if node.op_type == "If" else None

@@ -13,9 +13,10 @@ from gridsample_lower.files.model_io import ModelFile
 from gridsample_lower.graphs import graphs
 from gridsample_lower.lowering.attention import selected_attentions
 from gridsample_lower.lowering.inventory import find_gridsamples, inferred_types, name_unnamed
+from gridsample_lower.lowering.plan import grid_origin
 from gridsample_lower.lowering.selection import Selection
 
-__all__ = ["changes", "kept_and_symbolic"]
+__all__ = ["changes", "kept_and_rounded"]
 
 
 def changes(source: ModelFile, result: onnx.ModelProto, written: Sequence[pathlib.Path]) -> dict:
@@ -35,14 +36,18 @@ def changes(source: ModelFile, result: onnx.ModelProto, written: Sequence[pathli
     }
 
 
-def kept_and_symbolic(model: onnx.ModelProto, selection: Selection) -> tuple[list[str], list[str]]:
-    """Each GridSample ``selection`` keeps, named, with why; and those it lowers at symbolic size.
+def kept_and_rounded(model: onnx.ModelProto, selection: Selection) -> tuple[list[str], list[str]]:
+    """Each GridSample ``selection`` keeps, named, with why; and those whose grid is rounded.
 
-    The second list names the lowered nodes whose X or grid has a symbolic size. Judged on
-    the input, as the pass judges it (the lowered model is far larger to read).
+    The second list names the lowered nodes of symbolic sizes (which OpenVINO runs op by op)
+    whose grid comes straight from the model's inputs, outside the target's float32 tail: a
+    runtime storing bfloat16 rounds it before their lowering reads it (``plan.fenced`` keeps
+    the rest exact there). Judged on the input, as the pass judges it
+    (the lowered model is far larger to read).
     """
     graph = ir.serde.deserialize_model(model)
-    kept, symbolic = [], []
+    kept, rounded = [], []
+    tail = selection.target.float32_tail
     with inferred_types(graph):
         sites = find_gridsamples(graph)
         name_unnamed(graph, sites)
@@ -56,9 +61,13 @@ def kept_and_symbolic(model: onnx.ModelProto, selection: Selection) -> tuple[lis
                 why = selection.why_kept(site.node.name, site.spec, site.node)
             if why:
                 kept.append(f"{site.name} ({why})")
-            elif not all(_static(value) for value in site.node.inputs[:2]):
-                symbolic.append(site.name)
-    return kept, symbolic
+            elif (
+                not all(_static(value) for value in site.node.inputs[:2])
+                and grid_origin(site.node.inputs[1]) == "input"
+                and not site.reaches_output_through(tail)
+            ):
+                rounded.append(site.name)
+    return kept, rounded
 
 
 def _static(value: ir.Value | None) -> bool:

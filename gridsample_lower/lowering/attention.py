@@ -30,7 +30,7 @@ from gridsample_lower.lowering.decompositions.linear import LINEAR
 from gridsample_lower.lowering.emitter import ALL_AXES, Emitter
 from gridsample_lower.lowering.flat_index import where_inside
 from gridsample_lower.lowering.inventory import Site
-from gridsample_lower.lowering.plan import choose_merged, grid_origin
+from gridsample_lower.lowering.plan import choose_fenced, choose_merged, grid_origin
 from gridsample_lower.lowering.sampling import (
     BF16_EXACT,
     InterleavedTaps,
@@ -474,9 +474,26 @@ def lower_attention(
     ``(N, Q, 1, K)`` weights. On targets that gather from planes (``_gather_planes``), the
     index is into every level's planes, zeros padding reading a ring around each level.
     """
-    spec = attention.spec
-    ct, kernel = compute_dtype(spec), KERNELS[spec.mode]
     em = _Levels(builder, attention.name, attention, target)
+    if _fenced(em, attention.spec.mode):  # symbolic sizes: in a branch kept in float32
+        y = em.fenced(lambda body: _attention_samples(body, attention))
+    else:
+        y = _attention_samples(em, attention)
+    if attention.keepdims:
+        y = em.Unsqueeze(y, em.const([3], INT64))
+    replaced = {attention.output: y}
+    if attention.shapes:
+        n, c, queries = em.batch, em.channels, em.extent(em.grids[0], 1)
+        levels, points = len(em.levels), em.extent(em.grids[0], 2)
+        stack_shape = em.shape([n, c, queries, levels, points])
+        replaced.update({value: stack_shape for value in attention.shapes})
+    return replaced
+
+
+def _attention_samples(em: _Levels, attention: DeformableAttention) -> ir.Value:
+    """``(N, C, Q)``: the attention's weighted samples summed, in X's type."""
+    spec, target = attention.spec, em.target
+    ct, kernel = compute_dtype(spec), KERNELS[spec.mode]
     planes, ring = target.attention_planes, _ring(spec, target.attention_planes)
     source = attention.source if em.level_points is not None and not planes else None
     index_type = _index_type(em, target, source)
@@ -526,7 +543,7 @@ def lower_attention(
                 index = em.Add(index, _plane_starts(em, index_type, ring))
         flat = index if flat is None else em.Add(flat, index)
         weights = w if weights is None else em.Mul(weights, w)
-    n, c, queries = em.batch, em.channels, em.extent(em.grids[0], 1)
+    queries = em.extent(em.grids[0], 1)
     per_query = _per_query(em, len(kernel.offsets) ** 2)
     attention_weights = em.Unsqueeze(attention.weights, em.const([1], INT64))  # (N, 1, 1, Q, M)
     if planes:
@@ -541,14 +558,7 @@ def lower_attention(
         y = _gather_rows(em, spec, *args)
     if spec.x_dtype != ct:
         y = em.Cast(y, to=spec.x_dtype)
-    if attention.keepdims:
-        y = em.Unsqueeze(y, em.const([3], INT64))
-    replaced = {attention.output: y}
-    if attention.shapes:
-        levels, points = len(em.levels), em.extent(em.grids[0], 2)
-        stack_shape = em.shape([n, c, queries, levels, points])
-        replaced.update({value: stack_shape for value in attention.shapes})
-    return replaced
+    return y
 
 
 def _gather_rows(
@@ -583,11 +593,27 @@ def _merged(em: _Levels) -> bool:
     As node by node (``plan.choose_merged``), every level's grid alike; an attention is never
     the graph's float32 tail (its output projection is a MatMul).
     """
-    values = [*em.levels, *em.grids]
-    symbolic = any(v.shape is None or not all(isinstance(d, int) for d in v.shape) for v in values)
+    symbolic = _symbolic(em)
     return all(
         choose_merged(True, symbolic, em.target, False, grid_origin(grid))[0] for grid in em.grids
     )
+
+
+def _fenced(em: _Levels, mode: str) -> bool:
+    """Whether the attention runs in a Loop's body, kept in float32.
+
+    As node by node (``plan.choose_fenced``), every level's grid alike.
+    """
+    symbolic = _symbolic(em)
+    return all(
+        choose_fenced(mode, symbolic, em.target, False, grid_origin(grid))[0] for grid in em.grids
+    )
+
+
+def _symbolic(em: _Levels) -> bool:
+    """Whether any level's or grid's size is symbolic."""
+    values = [*em.levels, *em.grids]
+    return any(v.shape is None or not all(isinstance(d, int) for d in v.shape) for v in values)
 
 
 def _level_coordinates(em: _Levels, spec: GridSampleSpec) -> tuple[ir.Value, ir.Value]:

@@ -521,6 +521,15 @@ STRATEGIES = [
         "constants and shapes alone (folded once sizes are static)",
     ),
     Strategy(
+        "fenced",
+        "True",
+        "symbolic sizes on a target whose runtime runs them op by op, storing bfloat16 by "
+        "default, but keeps each graph's tail in float32, a Loop's body too (openvino): the "
+        "lowering runs in the body of a Loop run once (its trip count X's size >= 0); not in "
+        "the float32 tail, nor for nearest reading its grid straight from the model's inputs "
+        "(rounded as it enters)",
+    ),
+    Strategy(
         "flat_points",
         "True",
         "targets slow past max_fast_rank axes (litert: 3-D's (N, T1, T2, T3, O1, O2, O3)); and "

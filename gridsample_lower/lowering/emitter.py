@@ -168,12 +168,46 @@ class Emitter:
         branches = {}
         for label, build in (("then_branch", then), ("else_branch", otherwise)):
             recorder = NodeRecorder()
-            view = copy.copy(self)
-            view._op, view.name = recorder, f"{name}/{label.split('_')[0]}"
-            view._counter, view._consts, view._scalars, view._once = itertools.count(1), {}, {}, {}
+            view = self.branch(recorder, f"{name}/{label.split('_')[0]}")
             output = build(view)
             branches[label] = ir.Graph([], [output], nodes=recorder.nodes, name=view.name)
         return self._op.op("If", condition, _name=name, _outputs=[name], **branches)
+
+    def fenced(self, build: Callable[[Emitter], ir.Value]) -> ir.Value:
+        """``build``'s value, emitted in the body of a Loop run once (``plan.fenced``).
+
+        Its trip count, ``X's size >= 0`` as an integer, is 1, which a runtime that cannot tell
+        so reads at run time: the body stays a graph of its own (OpenVINO keeps a graph's tail
+        in float32). The value leaves as the Loop's one scan output, ``(1, ..)``, squeezed.
+        An If whose other branch is never taken kept its branch apart too, and OpenVINO folds
+        it away once sizes are static, where it keeps the Loop (Deformable DETR 1.29 -> 1.45x
+        the original reshaped, 1.28 with the If); but OpenVINO 2026.4 reads an If's output of
+        symbolic size wrongly: into a Conv as garbage (If(Size(X) >= 0){2X}else{X} -> Conv:
+        NaN), through an elementwise op into a Concat on the first run, however guarded.
+        """
+        int64 = ir.DataType.INT64
+        always = self.GreaterOrEqual(self.Size(self._x), self.const(0, int64))
+        name = f"{self.name}/Loop_{next(self._counter)}"
+        recorder = NodeRecorder()
+        body = self.branch(recorder, f"{name}/body")
+        scalar = ir.Shape([])
+        count = ir.Value(name=f"{name}/body/i", type=ir.TensorType(int64), shape=scalar)
+        go = ir.Value(name=f"{name}/body/go", type=ir.TensorType(ir.DataType.BOOL), shape=scalar)
+        outputs = [body.Identity(go), build(body)]
+        graph = ir.Graph([count, go], outputs, nodes=recorder.nodes, name=body.name)
+        once = self.Cast(always, to=int64)
+        stacked = self._op.op("Loop", once, None, _name=name, _outputs=[name], body=graph)
+        return self.Squeeze(stacked, self.const([0], int64))
+
+    def branch(self, recorder: NodeRecorder, name: str) -> Emitter:
+        """A view of this emitter that records a subgraph's nodes into ``recorder``.
+
+        They are named ``name/<Op>_<k>`` and read this graph's values as outer scope.
+        """
+        view = copy.copy(self)
+        view._op, view.name = recorder, name
+        view._counter, view._consts, view._scalars, view._once = itertools.count(1), {}, {}, {}
+        return view
 
     def index(self, value: Any) -> ir.Value:
         """A constant gather index, in the target's index type (int64 by default)."""

@@ -82,6 +82,10 @@ class Plan:
             before it) and its components on one axis, ``(N, O1.., Or*r)``
             (``Target.short_innermost``): the same values in the same order, with an
             innermost axis long enough to vectorize over.
+        fenced: symbolic sizes on a target that keeps subgraphs' tails in float32
+            (``Target.float32_bodies``): the lowering runs in the body of a Loop run once (its
+            trip count X's size >= 0), a graph of its own whose ops the runtime keeps in
+            float32 (``choose_fenced``).
         fraction: (interleaved linear rows) each axis' weights leave their region as one
             fraction per point, ``f = x - floor(x)`` as ``hi + lo``; each tap's weight,
             ``1 - f`` or ``f``, is made in the region that sums the taps.
@@ -121,6 +125,7 @@ class Plan:
     small_x: Plan | None = None
     interleaved: bool = False
     merged: bool = False
+    fenced: bool = False
     fraction: bool = False
     integer_indices: bool = False
     positions_from_grid: bool = False
@@ -163,6 +168,8 @@ class Plan:
             parts.append(f"else {other} (an If: X's size)")
         if self.flat_points:
             parts.append("points on one axis")
+        if self.fenced:
+            parts.append("in a float32 Loop")
         index = f"{self.index_type.name.lower()} indices"
         parts.append(f"{index} computed in float" if self.float_index else index)
         return ", ".join(parts)
@@ -178,10 +185,17 @@ def node_plan(spec: GridSampleSpec, node: ir.Node, target: Target, tail: bool = 
 
 
 def grid_origin(grid: ir.Value | None) -> str:
-    """Where ``grid`` comes from, ``plan_of``'s ``grid_from``: "shapes", "stored" or "input"."""
+    """Where ``grid`` comes from, ``plan_of``'s ``grid_from``.
+
+    "shapes", "stored", "computed" (by an elementwise op) or "input" (the graph's, or an
+    outer scope's).
+    """
     if _from_shapes(grid):
         return "shapes"
-    return "stored" if _stored(grid) else "input"
+    if _stored(grid):
+        return "stored"
+    source = _source(grid)
+    return "input" if source is None or source.producer() is None else "computed"
 
 
 def _from_shapes(value: ir.Value | None, most: int = 10_000) -> bool:
@@ -214,6 +228,13 @@ def _float_cast(node: ir.Node | None) -> bool:
     return source is not None and source.dtype is not None and source.dtype.is_floating_point()
 
 
+def _source(value: ir.Value | None) -> ir.Value | None:
+    """``value`` before any Casts between floats."""
+    while value is not None and _float_cast(value.producer()):
+        value = value.producer().inputs[0]
+    return value
+
+
 def _stored(value: ir.Value | None) -> bool:
     """Whether ``value`` is made by an op whose output a fusing runtime stores.
 
@@ -222,10 +243,8 @@ def _stored(value: ir.Value | None) -> bool:
     is looked through: it changes no value a stored float had not already lost (a float16
     model's grid, cast to float16 and back to float32, is read as it was stored).
     """
+    value = _source(value)
     producer = value.producer() if value is not None else None
-    while _float_cast(producer):
-        value = producer.inputs[0]
-        producer = value.producer()
     if producer is None:
         return value is not None and value.const_value is not None
     return producer.domain not in ("", "ai.onnx") or producer.op_type not in ELEMENTWISE
@@ -245,8 +264,8 @@ def plan_of(
     ``tail``: the node's output reaches a model output through the ops of the target's
     float32 graph tail alone (``Target.float32_tail``), where the runtime keeps it in float32.
     ``grid_from``: where the grid comes from: "stored", an op whose output the runtime stores
-    (``_stored``); "shapes", constants and shapes alone (``_from_shapes``); else "input" (the
-    model's inputs, or an elementwise op that fuses with the coordinates' kernel).
+    (``_stored``); "shapes", constants and shapes alone (``_from_shapes``); "computed", an
+    elementwise op that fuses with the coordinates' kernel; else "input" (the model's inputs).
 
     ``force`` (tests only) overrides the forms ``gather``, ``sum``, ``masks``, ``zero_slot``,
     ``tiled``, ``interleaved`` or ``integer_indices`` before the choices that depend on them
@@ -324,6 +343,7 @@ def plan_of(
     )
     if "merged" in force:
         merged, why["merged"] = bool(force.pop("merged")) and (interleaved or from_grid), "forced"
+    fenced, why["fenced"] = choose_fenced(spec.mode, given.symbolic, target, tail, grid_from)
     if (interleaved or integer_indices) and flat_in_float:  # (it would be stored in bfloat16)
         flat_in_float, why["flat_in_float"] = False, "float tensors may be bfloat16: integers"
         if costs.positions_fit_int32(spec, gathered):
@@ -375,6 +395,7 @@ def plan_of(
         refusal=refusal,
         interleaved=interleaved,
         merged=merged,
+        fenced=fenced,
         fraction=fraction,
         integer_indices=integer_indices,
         positions_from_grid=from_grid,
@@ -552,6 +573,30 @@ def choose_merged(
     if grid_from != "stored" and not tail:
         return False, "the grid may be read in float32 only by the coordinates' own kernel"
     return True, f"{target.name} runs each elementwise op of symbolic sizes over its last axis"
+
+
+def choose_fenced(
+    mode: str, symbolic: bool, target: Target, tail: bool, grid_from: str
+) -> tuple[bool, str]:
+    """Whether the lowering runs in the body of a Loop run once, kept in float32 so.
+
+    OpenVINO runs symbolic sizes op by op, each value stored in bfloat16 at its default
+    precision, except in a graph's tail, which it keeps in float32: the Loop's body is a graph
+    of its own, all tail. The TorchScript STN as exported erred by 0.34 (native 0.15), 0.16
+    fenced; a Deformable DETR's attention 0.021 (native 0.002), 0.002 fenced. What enters the
+    Loop is stored as before: a grid read from the model's inputs, rounded there to bfloat16,
+    still errs for linear and cubic (0.15 fenced, 4.3 not, native 0.007), and for nearest
+    more than unfenced (3.7 against 0.010 with zeros padding), so nearest keeps it unfenced.
+    """
+    if not target.float32_bodies:
+        return False, ""
+    if not symbolic:
+        return False, "static sizes: fused kernels keep the coordinates in float32"
+    if tail:
+        return False, "in the float32 tail: kept in float32 already"
+    if mode == "nearest" and grid_from == "input":
+        return False, "a grid from the model's inputs would enter the Loop rounded to bfloat16"
+    return True, f"{target.name} runs symbolic sizes op by op, storing bfloat16 by default"
 
 
 def _choose_flat_points(

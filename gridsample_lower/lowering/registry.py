@@ -79,6 +79,13 @@ def decompose(
         return em.reshape(x, [em.batch, em.channels, *em.output_dims()])
     if plan.reader:  # the target's own GridSample reads the taps
         return read_by_native(em, x, grid, spec, plan)
+    if plan.fenced:  # symbolic sizes: in a Loop's body, which the runtime keeps in float32
+        return em.fenced(lambda body: _sample(body, x, grid, spec, plan))
+    return _sample(em, x, grid, spec, plan)
+
+
+def _sample(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, plan: Plan):
+    """The gathers and sums of ``plan``; for an X of unknown size, in an If (``small_x``)."""
     if plan.small_x is not None:  # X of unknown size: masked where it proves large
         small = plan.small_x
         fewest = costs.masked_min_spatial(plan.taps, math.prod(em.output_dims()))

@@ -127,6 +127,12 @@ class Target:
     # size then takes masked taps or values where it proves large at run time, else X padded
     # by a ring or a zero slot, which an X with an empty axis also takes (``Plan.small_x``).
     cheap_if: bool = False
+    # The runtime keeps the tail of each subgraph in float32, as of its main graph, at its
+    # reduced default precision (OpenVINO: ``EnforceInferencePrecision`` walks up from each
+    # graph's outputs, and a Loop's body is a graph of its own), while it runs symbolic sizes
+    # op by op, each value stored in bfloat16: a lowering of symbolic sizes then runs in the
+    # body of a Loop run once (``plan.fenced``).
+    float32_bodies: bool = False
     # What a user must know where a lowered GridSample has symbolic sizes (the command line
     # says it after lowering such a node), or "".
     symbolic_sizes_note: str = ""
@@ -386,15 +392,18 @@ TARGETS: dict[str, Target] = {
             float32_tail=ELEMENTWISE_AND_MOVES,
             short_innermost=64,
             cheap_if=True,
+            float32_bodies=True,
             slow_transpose=True,
             offsets_at_gather=True,
             fuses_attention=True,
             attention_planes=True,
             symbolic_sizes_note=(
                 "OpenVINO runs symbolic sizes op by op, unfused, each value stored in bfloat16 "
-                "at its default precision where the CPU has it: these lowered GridSamples may "
-                "then err (27 of 35 configurations measured did); reshape the model to static "
-                "sizes before compile_model, or compile with INFERENCE_PRECISION_HINT f32"
+                "at its default precision where the CPU has it: these lowered GridSamples read "
+                "their grid straight from the model's inputs, rounded so before their lowering "
+                "reads it, and may err (linear 0.15 where native errs 0.007); reshape the model "
+                "to static sizes before compile_model, or compile with "
+                "INFERENCE_PRECISION_HINT f32"
             ),
         ),
         Target(

@@ -428,6 +428,7 @@ def test_readme_strategies_are_the_plans():
     plans = [plan_of(s, x, g, get_target(t)) for _, s, x, g, t, _ in TABLE]
     plans += [plan_of(s, x, g, get_target(t), **where) for _, s, x, g, t, where, _ in MERGED_CASES]
     plans += [plan_of(s, x, g, get_target("openvino"), **w) for _, s, x, g, w, _ in FLAT_CASES]
+    plans += [plan_of(s, x, g, get_target("openvino"), **w) for _, s, x, g, w, _ in FENCED_CASES]
     for plan in plans:
         for strategy in costs.STRATEGIES:
             taken[strategy.choice].add(_text(getattr(plan, strategy.choice)))
@@ -698,6 +699,35 @@ def test_interleaved_coordinates_merge_the_grids_last_axis_where_it_pays_and_is_
     (the Reshape is stored too, in bfloat16 at OpenVINO's default precision)."""
     plan = plan_of(spec, x_shape, grid_shape, get_target(target), **where)
     assert plan.merged == merged, plan.why.get("merged")
+
+
+FENCED_CASES = [  # (why, spec, x_shape, grid_shape, where, fenced)
+    ("a stored grid", LINEAR, SYMBOLIC_X, ["N", 8, 8, 2], {"grid_from": "stored"}, True),
+    ("a computed grid", NEAREST, SYMBOLIC_X, ["N", 8, 8, 2], {"grid_from": "computed"}, True),
+    ("a grid of shapes", CUBIC, SYMBOLIC_X, ["N", 8, 8, 2], {"grid_from": "shapes"}, True),
+    ("linear from an input", LINEAR, SYMBOLIC_X, ["N", 8, 8, 2], {}, True),
+    ("nearest from an input", NEAREST, SYMBOLIC_X, ["N", 8, 8, 2], {}, False),
+    ("in the float32 tail", LINEAR, SYMBOLIC_X, ["N", 8, 8, 2], {"tail": True}, False),
+    ("static sizes", LINEAR, [1, 3, 8, 8], [1, 8, 8, 2], {"grid_from": "stored"}, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("why", "spec", "x_shape", "grid_shape", "where", "fenced"),
+    FENCED_CASES,
+    ids=[case[0] for case in FENCED_CASES],
+)
+def test_symbolic_sizes_are_lowered_in_a_loop_kept_in_float32(
+    why, spec, x_shape, grid_shape, where, fenced
+):
+    """``plan.fenced``: OpenVINO runs symbolic sizes op by op, storing bfloat16, but keeps
+    each graph's tail in float32, a Loop's body too; not where its fused kernels or its tail
+    keep float32 already, nor for nearest reading a grid straight from the model's inputs
+    (rounded as it enters the Loop: exact unfenced with zeros padding). Only openvino's."""
+    plan = plan_of(spec, x_shape, grid_shape, get_target("openvino"), **where)
+    assert plan.fenced == fenced, plan.why.get("fenced")
+    assert ("in a float32 Loop" in plan.describe()) == fenced
+    assert not plan_of(spec, x_shape, grid_shape, get_target("onnxruntime"), **where).fenced
 
 
 def test_both_branches_of_an_if_merge_a_grid_unless_it_is_made_of_shapes():
