@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import openvino_models
 import pytest
 from conftest import assert_close, gridsample_model, make_grid, run_ort
@@ -431,6 +432,33 @@ def test_symbolic_sizes_merge_the_grids_axes_only_where_the_grid_is_stored(confi
         assert ("grid" in _reshaped(lowered.graph)) == merged
         assert _error(lowered, feeds, truth, F32, reshaped=True) <= 1e-4
         assert _error(lowered, feeds, truth, F32) <= 1e-4  # as exported: symbolic, run alone
+
+
+@pytest.mark.parametrize(
+    "config", [("linear", "zeros", 1), ("nearest", "border", 0), ("cubic", "reflection", 0)],
+    ids=lambda c: "-".join(map(str, c)),
+)  # fmt: skip
+def test_a_stored_grid_is_transposed_once_erring_as_native_by_default(config):
+    """An STN, 32x80 (the grid's last axis long): its AffineGrid's output, stored anyway, is
+    transposed to (r, N, H, W) before the coordinates, and none of their results after (but
+    cubic's 4 taps' weights, (T, r, N, ..) -> (r, N, T, ..))
+    (``plan.components_first``: the STN at 480x640 static 2.13 -> 1.88x the original).
+    Static and symbolic, as exported and reshaped, at OpenVINO's default precision: at most
+    twice native's error plus 1e-3; at float32 as the reference."""
+    model, feeds, truth, _ = openvino_models.stn_case(
+        np.random.default_rng(0), config, x_shape=(1, 8, 32, 80)
+    )
+    for candidate in (model, _symbolic(model)):
+        lowered = lower(candidate, target="openvino", lower_all=True)
+        nodes = ir.traversal.RecursiveGraphIterator(ir.serde.deserialize_model(lowered).graph)
+        readers = [n for n in nodes if "grid" in [v.name for v in n.inputs if v is not None]]
+        assert readers and all(n.op_type == "Transpose" for n in readers), readers
+        assert all(list(n.attributes["perm"].as_ints()) == [3, 0, 1, 2] for n in readers)
+        for reshaped in (False, True):
+            native = _error(candidate, feeds, truth, reshaped=reshaped)
+            error = _error(lowered, feeds, truth, reshaped=reshaped)
+            assert error <= 2 * native + 1e-3, (reshaped, error, native)
+            assert _error(lowered, feeds, truth, F32, reshaped=reshaped) <= 1e-4
 
 
 @pytest.mark.parametrize(

@@ -521,6 +521,15 @@ STRATEGIES = [
         "constants and shapes alone (folded once sizes are static)",
     ),
     Strategy(
+        "components_first",
+        "True",
+        "interleaved on a target whose runtime may store bfloat16 (openvino), where the grid is "
+        "stored before it is read (not a model input, nor an elementwise op's output, nor "
+        "constants and shapes alone) or in the float32 tail, and its last axis is not static "
+        "and shorter than 64: the coordinates computed on the grid transposed once to (r, N, "
+        "O..), the points innermost, none of their results transposed after",
+    ),
+    Strategy(
         "fenced",
         "True",
         "symbolic sizes on a target whose runtime runs them op by op, storing bfloat16 by "

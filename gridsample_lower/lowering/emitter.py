@@ -42,6 +42,7 @@ class Emitter:
         target: Target = TARGETS["generic"],
         flat_points: bool = False,
         merged: bool = False,
+        components_first: bool = False,
     ) -> None:
         self.target = target
         # per-point tensors' point axes: O1..Or, or one (``Plan.flat_points``)
@@ -56,6 +57,8 @@ class Emitter:
         # interleaved values hold the grid's last ``merged_axes`` axes and its components on
         # one axis (``Plan.merged``), ``(N, O1.., Ok*..*Or*r)``, as ``grid_vector``s do
         self.merged_axes = self._axes_to_merge() if merged else 0
+        # or the components first, ``(r, N, O1..Or)`` (``Plan.components_first``)
+        self.components_first = components_first
         self._consts: dict[tuple, ir.Value] = {}
         self._scalars: dict[int, tuple[np.ndarray, ir.DataType]] = {}  # id of a 0-D const
         self._once: dict[tuple, ir.Value] = {}
@@ -90,10 +93,11 @@ class Emitter:
         view._counter = self._counter
         return view
 
-    def merging(self, merged: bool) -> Emitter:
-        """This emitter, its interleaved values merged or not (an If's branch, by its plan)."""
+    def merging(self, merged: bool, components_first: bool = False) -> Emitter:
+        """This emitter, its interleaved values laid out as a plan says (an If's branch's)."""
         view = copy.copy(self)
         view.merged_axes = self._axes_to_merge() if merged else 0
+        view.components_first = components_first
         return view
 
     @property
@@ -259,8 +263,9 @@ class Emitter:
         dims = [self.x_dim(2 + a) for a in axes]
         if all(d is not None for d in dims):
             return self.grid_vector([fn(d) for d in dims], dtype)
+        layout = (self.merged_axes, self.components_first)
         return self.once(
-            ("interleaved", self.merged_axes, dtype, fn(0), fn(1)),
+            ("interleaved", layout, dtype, fn(0), fn(1)),
             lambda: self._over_width(
                 self.Concat(
                     *[
@@ -281,8 +286,11 @@ class Emitter:
         axis keeps OpenVINO's fused kernels from vectorizing over the points (a region of 12
         ops on a 480x640 grid: 0.74 ms, tiled 0.10). A constant where that axis is static and
         small, else expanded at run time (``_over_width``), as the sizes of an X of symbolic
-        size are. ``(W, r)``, or over the merged axes, ``(Ok*..*Or*r,)``, where ``merged``.
+        size are. ``(W, r)``, or over the merged axes, ``(Ok*..*Or*r,)``, where ``merged``;
+        ``(r, 1, ..)`` where the components come first, the points innermost.
         """
+        if self.components_first:
+            return self.const(np.reshape(vector, [self.rank] + [1] * (1 + self.rank)), dtype)
         grid = self._shape_of(self._grid)
         axes = self._tiled_axes()
         tiled = [grid[a] for a in axes] if grid is not None else [None]
@@ -302,8 +310,10 @@ class Emitter:
     def _over_width(self, vector: ir.Value) -> ir.Value:
         """A ``(r,)`` vector expanded at run time over the grid's last spatial axis: ``(W, r)``.
 
-        Merged: over the merged axes, ``(Ok*..*Or*r,)``.
+        Merged: over the merged axes, ``(Ok*..*Or*r,)``. Components first: ``(r, 1, ..)``.
         """
+        if self.components_first:
+            return self.reshape(vector, [self.rank] + [1] * (1 + self.rank))
         count = self._extent("grid", self._tiled_axes())
         if count == 1:
             return vector
@@ -314,8 +324,16 @@ class Emitter:
         """Ok x .. x Or x r: the merged axes and the components, on one axis (``merged``)."""
         return self._extent("grid", self._tiled_axes(), self.rank)
 
-    def merge_components(self, grid: ir.Value) -> ir.Value:
-        """The grid ``(N, O1..Or, r)`` as ``(N, O1.., Ok*..*Or*r)`` (N as X's, as elsewhere)."""
+    def arrange(self, grid: ir.Value) -> ir.Value:
+        """The grid ``(N, O1..Or, r)`` laid out as interleaved values are.
+
+        As it is; merged, ``(N, O1.., Ok*..*Or*r)`` (N as X's, as elsewhere); or components
+        first, ``(r, N, O..)``.
+        """
+        if self.components_first:
+            return self.Transpose(grid, perm=[self.rank + 1, *range(self.rank + 1)])
+        if not self.merged:
+            return grid
         kept = self.output_dims()[: self.rank - self.merged_axes]
         return self.reshape(grid, [self.batch, *kept, self.merged_length()])
 

@@ -82,6 +82,10 @@ class Plan:
             before it) and its components on one axis, ``(N, O1.., Or*r)``
             (``Target.short_innermost``): the same values in the same order, with an
             innermost axis long enough to vectorize over.
+        components_first: interleaved coordinates computed on the grid transposed once to
+            ``(r, N, O1..Or)``, the points innermost (``choose_components_first``): where the
+            grid is stored before it is read, that Transpose rounds nothing the runtime had
+            not, and no Transpose of the coordinates' results follows.
         fenced: symbolic sizes on a target that keeps subgraphs' tails in float32
             (``Target.float32_bodies``): the lowering runs in the body of a Loop run once (its
             trip count X's size >= 0), a graph of its own whose ops the runtime keeps in
@@ -125,6 +129,7 @@ class Plan:
     small_x: Plan | None = None
     interleaved: bool = False
     merged: bool = False
+    components_first: bool = False
     fenced: bool = False
     fraction: bool = False
     integer_indices: bool = False
@@ -343,6 +348,14 @@ def plan_of(
     )
     if "merged" in force:
         merged, why["merged"] = bool(force.pop("merged")) and (interleaved or from_grid), "forced"
+    first, why["components_first"] = choose_components_first(
+        interleaved or from_grid, target, tail, grid_from, grid_shape
+    )
+    if "components_first" in force:
+        first, why["components_first"] = bool(force.pop("components_first")), "forced"
+        first = first and (interleaved or from_grid)
+    if first:
+        merged, why["merged"] = False, "the components first: the points innermost already"
     fenced, why["fenced"] = choose_fenced(spec.mode, given.symbolic, target, tail, grid_from)
     if (interleaved or integer_indices) and flat_in_float:  # (it would be stored in bfloat16)
         flat_in_float, why["flat_in_float"] = False, "float tensors may be bfloat16: integers"
@@ -395,6 +408,7 @@ def plan_of(
         refusal=refusal,
         interleaved=interleaved,
         merged=merged,
+        components_first=first,
         fenced=fenced,
         fraction=fraction,
         integer_indices=integer_indices,
@@ -573,6 +587,33 @@ def choose_merged(
     if grid_from != "stored" and not tail:
         return False, "the grid may be read in float32 only by the coordinates' own kernel"
     return True, f"{target.name} runs each elementwise op of symbolic sizes over its last axis"
+
+
+def choose_components_first(
+    on_grid: bool, target: Target, tail: bool, grid_from: str, grid_shape
+) -> tuple[bool, str]:
+    """Whether interleaved coordinates are computed on the grid transposed to ``(r, N, O..)``.
+
+    The interleaved regions read the grid as it is (``(N, O.., r)``) so that a grid OpenVINO
+    would otherwise read in float32 is not stored first, in bfloat16 at its default precision;
+    each of their results is then transposed to planar (the STN at 480x640, static: four
+    Transposes, 1.1 of the lowered GridSample's 5.9 ms; native 1.1). A grid stored before it is
+    read (``grid_from`` "stored": AffineGrid, a move, a Conv), or in the float32 tail, loses
+    nothing by one Transpose first, and every region then runs with the points innermost,
+    which OpenVINO's kernels of symbolic sizes need too (``merged``). Not for a grid of
+    constants and shapes (folded once sizes are static: ``choose_merged``), nor one whose last
+    axis is static and short (its points would be innermost but few: ``merged`` instead).
+    """
+    if not (on_grid and target.short_innermost):
+        return False, ""
+    if grid_from == "shapes":
+        return False, "a grid of constants and shapes: folded once the sizes are static"
+    if grid_from != "stored" and not tail:
+        return False, "the grid may be read in float32 only by the coordinates' own kernel"
+    last = grid_shape[-2] if grid_shape is not None and len(grid_shape) > 2 else None
+    if isinstance(last, int) and last < target.short_innermost:
+        return False, f"its last axis, {last} points, would be innermost: too short"
+    return True, "a stored grid: one Transpose first, none after the coordinates"
 
 
 def choose_fenced(

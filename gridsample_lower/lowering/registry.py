@@ -74,6 +74,7 @@ def decompose(
         target=target,
         flat_points=plan.flat_points,
         merged=plan.merged,
+        components_first=plan.components_first,
     )
     if plan.empty:  # Y is empty too. (onnxruntime's optimizer mis-handles the general graph.)
         return em.reshape(x, [em.batch, em.channels, *em.output_dims()])
@@ -92,10 +93,15 @@ def _sample(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, plan
         spatial = em.x_size(range(2, 2 + spec.rank), ir.DataType.INT64)
         return em.if_else(
             em.GreaterOrEqual(spatial, em.const(fewest, ir.DataType.INT64)),
-            lambda branch: lookup(spec)(branch.merging(plan.merged), x, grid, spec, plan),
-            lambda branch: lookup(spec)(branch.merging(small.merged), x, grid, spec, small),
+            lambda branch: lookup(spec)(_laid_out(branch, plan), x, grid, spec, plan),
+            lambda branch: lookup(spec)(_laid_out(branch, small), x, grid, spec, small),
         )
     return lookup(spec)(em, x, grid, spec, plan)
+
+
+def _laid_out(em: Emitter, plan: Plan) -> Emitter:
+    """``em`` with its interleaved values laid out as ``plan`` says (an If's branch's)."""
+    return em.merging(plan.merged, plan.components_first)
 
 
 def supported_specs(ranks: tuple[int, ...] = TESTED_RANKS) -> list[GridSampleSpec]:

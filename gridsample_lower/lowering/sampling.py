@@ -160,10 +160,11 @@ def interpolate(
 def interleaved_grid(em: Emitter, grid: ir.Value, spec: GridSampleSpec) -> ir.Value:
     """The grid as it is, ``(N, O1..Or, r)``, in the compute type: every axis at once.
 
-    ``(N, O1.., Ok*..*Or*r)`` where the emitter's interleaved values are ``merged``.
+    ``(N, O1.., Ok*..*Or*r)`` where the emitter's interleaved values are ``merged``, and
+    ``(r, N, O1..Or)`` where they take the components first (``em.arrange``).
     """
     ct = compute_dtype(spec)
-    grid = em.merge_components(grid) if em.merged else grid
+    grid = em.arrange(grid)
     return grid if spec.grid_dtype == ct else em.Cast(grid, to=ct)
 
 
@@ -174,11 +175,16 @@ def planar(em: Emitter, value: ir.Value, rank: int, tapped: bool) -> list[ir.Val
     (T on tensor axis 1 + axis), or ``(N, 1..1, O..)`` untapped.
 
     One Transpose puts the components first, ``(r, N, [T,] O..)``; each axis is one slice.
-    A ``merged`` value has its components split off its last axis first.
+    A ``merged`` value has its components split off its last axis first; a value with them
+    first already, ``([T,] r, N, O..)``, has only its tap axis moved, a reshape where it or N
+    holds one value.
     """
     if em.merged:
         value = em.split_components(value, tapped)
-    if tapped:  # (T, N, O.., r) -> (r, N, T, O..)
+    if em.components_first:
+        if tapped:  # (T, r, N, O..) -> (r, N, T, O..)
+            value = em.Transpose(value, perm=[1, 2, 0, *range(3, rank + 3)])
+    elif tapped:  # (T, N, O.., r) -> (r, N, T, O..)
         value = em.Transpose(value, perm=[rank + 2, 1, 0, *range(2, rank + 2)])
     else:  # (N, O.., r) -> (r, N, O..)
         value = em.Transpose(value, perm=[rank + 1, *range(rank + 1)])

@@ -429,6 +429,7 @@ def test_readme_strategies_are_the_plans():
     plans += [plan_of(s, x, g, get_target(t), **where) for _, s, x, g, t, where, _ in MERGED_CASES]
     plans += [plan_of(s, x, g, get_target("openvino"), **w) for _, s, x, g, w, _ in FLAT_CASES]
     plans += [plan_of(s, x, g, get_target("openvino"), **w) for _, s, x, g, w, _ in FENCED_CASES]
+    plans += [plan_of(s, x, g, get_target("openvino"), **w) for _, s, x, g, w, _ in FIRST_CASES]
     for plan in plans:
         for strategy in costs.STRATEGIES:
             taken[strategy.choice].add(_text(getattr(plan, strategy.choice)))
@@ -699,6 +700,36 @@ def test_interleaved_coordinates_merge_the_grids_last_axis_where_it_pays_and_is_
     (the Reshape is stored too, in bfloat16 at OpenVINO's default precision)."""
     plan = plan_of(spec, x_shape, grid_shape, get_target(target), **where)
     assert plan.merged == merged, plan.why.get("merged")
+
+
+FIRST_CASES = [  # (why, spec, x_shape, grid_shape, where, components_first)
+    ("a stored grid", LINEAR, SYMBOLIC_X, ["N", "H", "W", 2], {"grid_from": "stored"}, True),
+    ("static sizes too", LINEAR, [1, 3, 8, 8], [1, 48, 64, 2], {"grid_from": "stored"}, True),
+    ("linear in the tail", LINEAR, SYMBOLIC_X, ["N", "H", "W", 2], {"tail": True}, True),
+    ("a grid read in float32", LINEAR, SYMBOLIC_X, ["N", "H", "W", 2], {}, False),
+    ("a computed grid", LINEAR, SYMBOLIC_X, ["N", "H", "W", 2], {"grid_from": "computed"}, False),
+    ("a grid of shapes", LINEAR, SYMBOLIC_X, ["N", "H", "W", 2], {"grid_from": "shapes"}, False),
+    ("a short last axis", LINEAR, SYMBOLIC_X, ["N", "H", 40, 2], {"grid_from": "stored"}, False),
+    ("cubic in the tail: planar", CUBIC, SYMBOLIC_X, ["N", "H", "W", 2], {"tail": True}, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("why", "spec", "x_shape", "grid_shape", "where", "first"),
+    FIRST_CASES,
+    ids=[case[0] for case in FIRST_CASES],
+)
+def test_a_stored_grid_is_transposed_once_before_the_coordinates(
+    why, spec, x_shape, grid_shape, where, first
+):
+    """``plan.components_first``: a grid stored before it is read (or in the float32 tail)
+    loses nothing by a Transpose first, and then no coordinate is transposed after; not one
+    OpenVINO would read in float32, nor one of shapes, nor a short last axis (merged instead
+    where sizes are symbolic). Only openvino's."""
+    plan = plan_of(spec, x_shape, grid_shape, get_target("openvino"), **where)
+    assert plan.components_first == first, plan.why.get("components_first")
+    assert not (plan.components_first and plan.merged)
+    assert not plan_of(spec, x_shape, grid_shape, get_target("generic"), **where).components_first
 
 
 FENCED_CASES = [  # (why, spec, x_shape, grid_shape, where, fenced)
