@@ -714,24 +714,6 @@ FIRST_CASES = [  # (why, spec, x_shape, grid_shape, where, components_first)
 ]
 
 
-@pytest.mark.parametrize(
-    ("why", "spec", "x_shape", "grid_shape", "where", "first"),
-    FIRST_CASES,
-    ids=[case[0] for case in FIRST_CASES],
-)
-def test_a_stored_grid_is_transposed_once_before_the_coordinates(
-    why, spec, x_shape, grid_shape, where, first
-):
-    """``plan.components_first``: a grid stored before it is read (or in the float32 tail)
-    loses nothing by a Transpose first, and then no coordinate is transposed after; not one
-    OpenVINO would read in float32, nor one of shapes, nor a short last axis (merged instead
-    where sizes are symbolic). Only openvino's."""
-    plan = plan_of(spec, x_shape, grid_shape, get_target("openvino"), **where)
-    assert plan.components_first == first, plan.why.get("components_first")
-    assert not (plan.components_first and plan.merged)
-    assert not plan_of(spec, x_shape, grid_shape, get_target("generic"), **where).components_first
-
-
 FENCED_CASES = [  # (why, spec, x_shape, grid_shape, where, fenced)
     ("a stored grid", LINEAR, SYMBOLIC_X, ["N", 8, 8, 2], {"grid_from": "stored"}, True),
     ("a computed grid", NEAREST, SYMBOLIC_X, ["N", 8, 8, 2], {"grid_from": "computed"}, True),
@@ -743,22 +725,32 @@ FENCED_CASES = [  # (why, spec, x_shape, grid_shape, where, fenced)
 ]
 
 
+OPENVINO_FORMS = [("components_first", *case) for case in FIRST_CASES] + [
+    ("fenced", *case) for case in FENCED_CASES
+]
+
+
 @pytest.mark.parametrize(
-    ("why", "spec", "x_shape", "grid_shape", "where", "fenced"),
-    FENCED_CASES,
-    ids=[case[0] for case in FENCED_CASES],
+    ("field", "why", "spec", "x_shape", "grid_shape", "where", "taken"),
+    OPENVINO_FORMS,
+    ids=[f"{case[0]}: {case[1]}" for case in OPENVINO_FORMS],
 )
-def test_symbolic_sizes_are_lowered_in_a_loop_kept_in_float32(
-    why, spec, x_shape, grid_shape, where, fenced
+def test_openvinos_forms_are_taken_where_they_pay_and_are_safe(
+    field, why, spec, x_shape, grid_shape, where, taken
 ):
-    """``plan.fenced``: OpenVINO runs symbolic sizes op by op, storing bfloat16, but keeps
-    each graph's tail in float32, a Loop's body too; not where its fused kernels or its tail
-    keep float32 already, nor for nearest reading a grid straight from the model's inputs
-    (rounded as it enters the Loop: exact unfenced with zeros padding). Only openvino's."""
+    """Only the openvino target's. ``plan.components_first``: a grid stored before it is read
+    (or in the float32 tail) loses nothing by a Transpose first, and then no coordinate is
+    transposed after; not one OpenVINO would read in float32, nor one of shapes, nor a short
+    last axis (merged instead where sizes are symbolic). ``plan.fenced``: OpenVINO runs
+    symbolic sizes op by op, storing bfloat16, but keeps each graph's tail in float32, a Loop's
+    body too; not where its fused kernels or its tail keep float32 already, nor for nearest
+    reading a grid straight from the model's inputs (rounded as it enters the Loop: exact
+    unfenced with zeros padding)."""
     plan = plan_of(spec, x_shape, grid_shape, get_target("openvino"), **where)
-    assert plan.fenced == fenced, plan.why.get("fenced")
-    assert ("in a float32 Loop" in plan.describe()) == fenced
-    assert not plan_of(spec, x_shape, grid_shape, get_target("onnxruntime"), **where).fenced
+    assert getattr(plan, field) == taken, plan.why.get(field)
+    assert not (plan.components_first and plan.merged)
+    assert ("in a float32 Loop" in plan.describe()) == plan.fenced
+    assert not getattr(plan_of(spec, x_shape, grid_shape, get_target("generic"), **where), field)
 
 
 def test_both_branches_of_an_if_merge_a_grid_unless_it_is_made_of_shapes():
