@@ -356,6 +356,23 @@ def test_an_x_of_unknown_size_takes_masked_rows_or_a_ring_by_an_if(mode, rank, r
         _assert_runs_as_exported_and_reshaped(lowered, {"X": x, "grid": grid}, expected, mode)
 
 
+def test_the_size_switch_before_a_conv_is_right_on_the_first_run():
+    """X of unknown batch and size, a static grid, a Conv after: the If that picks masked taps
+    or a ring by X's size runs in the fence's Loop. Fed straight to the Conv, OpenVINO 2026.4
+    read the If's output as garbage on the first run of each compiled model (1e29 against
+    3e-5 on the later runs)."""
+    model, feeds, truth, _ = openvino_models.conv_case(
+        np.random.default_rng(0), ("linear", "zeros", 0), (1, 4, 120, 200), (1, 10, 12, 2)
+    )
+    for value in [*model.graph.input, *model.graph.output]:
+        for k, dim in enumerate(value.type.tensor_type.shape.dim):
+            if k == 0 or (value.name == "X" and k >= 2):
+                dim.dim_param = f"{value.name}{k}"
+    lowered = lower(model, target="openvino", lower_all=True)
+    for _ in range(2):  # (each a first run)
+        assert _error(lowered, feeds, truth, F32) <= 1e-4
+
+
 @pytest.mark.parametrize(
     "config", [("nearest", "zeros", 0), ("nearest", "reflection", 1), ("cubic", "border", 1)]
 )
