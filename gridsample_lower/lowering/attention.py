@@ -590,13 +590,9 @@ def _gather_rows(
 def _merged(em: _Levels) -> bool:
     """Whether the levels' coordinates take the grids' last axes and components as one.
 
-    As node by node (``plan.choose_merged``), every level's grid alike; an attention is never
-    the graph's float32 tail (its output projection is a MatMul).
+    As node by node (``plan.choose_merged``), every level's grid alike.
     """
-    symbolic = _symbolic(em)
-    return all(
-        choose_merged(True, symbolic, em.target, False, grid_origin(grid))[0] for grid in em.grids
-    )
+    return _every_level(em, lambda symbolic, origin: choose_merged(True, symbolic, *origin))
 
 
 def _fenced(em: _Levels, mode: str) -> bool:
@@ -604,16 +600,18 @@ def _fenced(em: _Levels, mode: str) -> bool:
 
     As node by node (``plan.choose_fenced``), every level's grid alike.
     """
-    symbolic = _symbolic(em)
-    return all(
-        choose_fenced(mode, symbolic, em.target, False, grid_origin(grid))[0] for grid in em.grids
-    )
+    return _every_level(em, lambda symbolic, origin: choose_fenced(mode, symbolic, *origin))
 
 
-def _symbolic(em: _Levels) -> bool:
-    """Whether any level's or grid's size is symbolic."""
+def _every_level(em: _Levels, choose) -> bool:
+    """Whether ``choose(symbolic, (target, tail, grid_from))`` takes its form for every level.
+
+    Symbolic where any level's or grid's size is; never the float32 tail (the attention's
+    output projection is a MatMul).
+    """
     values = [*em.levels, *em.grids]
-    return any(v.shape is None or not all(isinstance(d, int) for d in v.shape) for v in values)
+    symbolic = any(v.shape is None or not all(isinstance(d, int) for d in v.shape) for v in values)
+    return all(choose(symbolic, (em.target, False, grid_origin(g)))[0] for g in em.grids)
 
 
 def _level_coordinates(em: _Levels, spec: GridSampleSpec) -> tuple[ir.Value, ir.Value]:

@@ -193,13 +193,15 @@ def grid_origin(grid: ir.Value | None) -> str:
     """Where ``grid`` comes from, ``plan_of``'s ``grid_from``.
 
     "shapes", "stored", "computed" (by an elementwise op) or "input" (the graph's, or an
-    outer scope's).
+    outer scope's). Casts between floats are looked through: they change no value a stored
+    float had not already lost (a float16 model's grid, cast to float16 and back to float32,
+    is read as it was stored).
     """
     if _from_shapes(grid):
         return "shapes"
-    if _stored(grid):
-        return "stored"
     source = _source(grid)
+    if _stored(source):
+        return "stored"
     return "input" if source is None or source.producer() is None else "computed"
 
 
@@ -244,11 +246,8 @@ def _stored(value: ir.Value | None) -> bool:
     """Whether ``value`` is made by an op whose output a fusing runtime stores.
 
     Not a graph's input (nor a value from an outer scope), nor an elementwise op's output,
-    which would fuse with the ops reading it; a constant is stored. A Cast from a float type
-    is looked through: it changes no value a stored float had not already lost (a float16
-    model's grid, cast to float16 and back to float32, is read as it was stored).
+    which would fuse with the ops reading it; a constant is stored.
     """
-    value = _source(value)
     producer = value.producer() if value is not None else None
     if producer is None:
         return value is not None and value.const_value is not None

@@ -426,10 +426,7 @@ def test_readme_strategies_are_the_plans():
     )
     taken = collections.defaultdict(set)
     plans = [plan_of(s, x, g, get_target(t)) for _, s, x, g, t, _ in TABLE]
-    plans += [plan_of(s, x, g, get_target(t), **where) for _, s, x, g, t, where, _ in MERGED_CASES]
-    plans += [plan_of(s, x, g, get_target("openvino"), **w) for _, s, x, g, w, _ in FLAT_CASES]
-    plans += [plan_of(s, x, g, get_target("openvino"), **w) for _, s, x, g, w, _ in FENCED_CASES]
-    plans += [plan_of(s, x, g, get_target("openvino"), **w) for _, s, x, g, w, _ in FIRST_CASES]
+    plans += [plan_of(s, x, g, get_target("openvino"), **w) for *_, s, x, g, w, _ in OPENVINO_FORMS]
     for plan in plans:
         for strategy in costs.STRATEGIES:
             taken[strategy.choice].add(_text(getattr(plan, strategy.choice)))
@@ -642,64 +639,26 @@ def test_planes_of_several_samples_match_the_oracle(spec, rng):
 
 
 SYMBOLIC_X = ["N", 3, "H", "W"]
-MERGED_CASES = [  # (why, spec, x_shape, grid_shape, target, where, merged)
-    (
-        "a stored grid",
-        LINEAR,
-        SYMBOLIC_X,
-        ["N", 8, 8, 2],
-        "openvino",
-        {"grid_from": "stored"},
-        True,
-    ),
-    ("in the float32 tail", LINEAR, SYMBOLIC_X, ["N", 8, 8, 2], "openvino", {"tail": True}, True),
-    ("cubic, stored", CUBIC, SYMBOLIC_X, ["N", 8, 8, 2], "openvino", {"grid_from": "stored"}, True),
-    (
-        "cubic in the tail: planar",
-        CUBIC,
-        SYMBOLIC_X,
-        ["N", 8, 8, 2],
-        "openvino",
-        {"tail": True},
-        False,
-    ),
-    ("a grid read in float32", LINEAR, SYMBOLIC_X, ["N", 8, 8, 2], "openvino", {}, False),
-    (
-        "static sizes",
-        LINEAR,
-        [1, 3, 8, 8],
-        [1, 8, 8, 2],
-        "openvino",
-        {"grid_from": "stored"},
-        False,
-    ),
-    ("nearest", NEAREST, SYMBOLIC_X, ["N", 8, 8, 2], "openvino", {"grid_from": "stored"}, True),
-    (
-        "nearest in the tail: planar",
-        NEAREST,
-        SYMBOLIC_X,
-        ["N", 8, 8, 2],
-        "openvino",
-        {"tail": True},
-        False,
-    ),
-    ("not interleaved", LINEAR, SYMBOLIC_X, ["N", 8, 8, 2], "onnxruntime", {"tail": True}, False),
+MERGED_CASES = [  # (why, spec, x_shape, grid_shape, where, merged)
+    ("a stored grid", LINEAR, SYMBOLIC_X, ["N", 8, 8, 2], {"grid_from": "stored"}, True),
+    ("in the float32 tail", LINEAR, SYMBOLIC_X, ["N", 8, 8, 2], {"tail": True}, True),
+    ("cubic, stored", CUBIC, SYMBOLIC_X, ["N", 8, 8, 2], {"grid_from": "stored"}, True),
+    ("cubic in the tail: planar", CUBIC, SYMBOLIC_X, ["N", 8, 8, 2], {"tail": True}, False),
+    ("a grid read in float32", LINEAR, SYMBOLIC_X, ["N", 8, 8, 2], {}, False),
+    ("static sizes", LINEAR, [1, 3, 8, 8], [1, 8, 8, 2], {"grid_from": "stored"}, False),
+    ("nearest", NEAREST, SYMBOLIC_X, ["N", 8, 8, 2], {"grid_from": "stored"}, True),
+    ("nearest in the tail: planar", NEAREST, SYMBOLIC_X, ["N", 8, 8, 2], {"tail": True}, False),
 ]
 
 
-@pytest.mark.parametrize(
-    ("why", "spec", "x_shape", "grid_shape", "target", "where", "merged"),
-    MERGED_CASES,
-    ids=[case[0] for case in MERGED_CASES],
-)
-def test_interleaved_coordinates_merge_the_grids_last_axis_where_it_pays_and_is_safe(
-    why, spec, x_shape, grid_shape, target, where, merged
-):
-    """``plan.merged``: symbolic sizes (OpenVINO runs them op by op, 12x slower with the
-    grid's 2 components innermost), a grid stored before it is read or in the float32 tail
-    (the Reshape is stored too, in bfloat16 at OpenVINO's default precision)."""
-    plan = plan_of(spec, x_shape, grid_shape, get_target(target), **where)
-    assert plan.merged == merged, plan.why.get("merged")
+FLAT_CASES = [  # (why, spec, x_shape, grid_shape, where, flat_points)
+    ("one column, in the tail", CUBIC, SYMBOLIC_X, ["N", "P", 1, 2], {"tail": True}, True),
+    ("a short last axis", NEAREST, SYMBOLIC_X, ["N", "H", 40, 2], {"tail": True}, True),
+    ("a long last axis", NEAREST, SYMBOLIC_X, ["N", "H", 64, 2], {"tail": True}, False),
+    ("a symbolic last axis", NEAREST, SYMBOLIC_X, ["N", "H", "W", 2], {"tail": True}, False),
+    ("static sizes", CUBIC, [1, 3, 8, 8], [1, 16, 1, 2], {"tail": True}, False),
+    ("interleaved: merged instead", CUBIC, SYMBOLIC_X, ["N", "P", 1, 2], {}, False),
+]
 
 
 FIRST_CASES = [  # (why, spec, x_shape, grid_shape, where, components_first)
@@ -725,8 +684,11 @@ FENCED_CASES = [  # (why, spec, x_shape, grid_shape, where, fenced)
 ]
 
 
-OPENVINO_FORMS = [("components_first", *case) for case in FIRST_CASES] + [
-    ("fenced", *case) for case in FENCED_CASES
+OPENVINO_FORMS = [
+    *[("merged", *case) for case in MERGED_CASES],
+    *[("flat_points", *case) for case in FLAT_CASES],
+    *[("components_first", *case) for case in FIRST_CASES],
+    *[("fenced", *case) for case in FENCED_CASES],
 ]
 
 
@@ -738,7 +700,13 @@ OPENVINO_FORMS = [("components_first", *case) for case in FIRST_CASES] + [
 def test_openvinos_forms_are_taken_where_they_pay_and_are_safe(
     field, why, spec, x_shape, grid_shape, where, taken
 ):
-    """Only the openvino target's. ``plan.components_first``: a grid stored before it is read
+    """Only the openvino target's. ``plan.merged``: symbolic sizes (OpenVINO runs them op by
+    op, 12x slower with the grid's 2 components innermost), a grid stored before it is read
+    or in the float32 tail (the Reshape is stored too, in bfloat16 at OpenVINO's default
+    precision). ``plan.flat_points``: planar coordinates (nearest and cubic in the float32
+    tail) of symbolic sizes whose output's last axis is static and short
+    (``Target.short_innermost``), where OpenVINO's kernels of symbolic sizes run near scalar.
+    ``plan.components_first``: a grid stored before it is read
     (or in the float32 tail) loses nothing by a Transpose first, and then no coordinate is
     transposed after; not one OpenVINO would read in float32, nor one of shapes, nor a short
     last axis (merged instead where sizes are symbolic). ``plan.fenced``: OpenVINO runs
@@ -803,28 +771,3 @@ def test_where_the_grid_comes_from_decides_the_merge(producers, merged):
     node = ir.node("GridSample", [x, grid], attributes={"mode": "linear"})
     plan = node_plan(LINEAR, node, get_target("openvino"))
     assert plan.merged == merged, plan.why.get("merged")
-
-
-FLAT_CASES = [  # (why, spec, x_shape, grid_shape, where, flat_points)
-    ("one column, in the tail", CUBIC, SYMBOLIC_X, ["N", "P", 1, 2], {"tail": True}, True),
-    ("a short last axis", NEAREST, SYMBOLIC_X, ["N", "H", 40, 2], {"tail": True}, True),
-    ("a long last axis", NEAREST, SYMBOLIC_X, ["N", "H", 64, 2], {"tail": True}, False),
-    ("a symbolic last axis", NEAREST, SYMBOLIC_X, ["N", "H", "W", 2], {"tail": True}, False),
-    ("static sizes", CUBIC, [1, 3, 8, 8], [1, 16, 1, 2], {"tail": True}, False),
-    ("interleaved: merged instead", CUBIC, SYMBOLIC_X, ["N", "P", 1, 2], {}, False),
-]
-
-
-@pytest.mark.parametrize(
-    ("why", "spec", "x_shape", "grid_shape", "where", "flat"),
-    FLAT_CASES,
-    ids=[case[0] for case in FLAT_CASES],
-)
-def test_planar_coordinates_put_the_points_on_one_axis_past_a_short_last_one(
-    why, spec, x_shape, grid_shape, where, flat
-):
-    """``plan.flat_points`` on the openvino target: planar coordinates (nearest and cubic in
-    the float32 tail) of symbolic sizes whose output's last axis is static and short
-    (``Target.short_innermost``), where OpenVINO's kernels of symbolic sizes run near scalar."""
-    plan = plan_of(spec, x_shape, grid_shape, get_target("openvino"), **where)
-    assert plan.flat_points == flat, plan.why.get("flat_points")
