@@ -71,7 +71,8 @@ def inspect_one(model_path, _output, *, options: LoweringOptions, plans: bool) -
             row = site.describe()
             row["would"] = _would(site, selection)
             if plans and site.spec is not None:  # (the table stays narrow)
-                plan = node_plan(site.spec, site.node, selection.target)
+                tail = site.reaches_output_through(selection.target.float32_tail)  # as lower
+                plan = node_plan(site.spec, site.node, selection.target, tail=tail)
                 row["plan"] = plan.describe()
                 row["plan_reasons"] = {key: why for key, why in plan.why.items() if why}
             rows.append(row)

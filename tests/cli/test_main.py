@@ -208,6 +208,26 @@ def test_inspect_judges_a_target_by_the_node(tmp_path, rng):
         assert row["would"] == would, result.stderr
 
 
+def test_inspect_plans_the_float32_tail_as_lower_does(tmp_path):
+    """A GridSample of symbolic sizes whose output is the model's runs in OpenVINO's float32
+    tail, unfenced; before a Conv, in a Loop: inspect's plan and lower's graph agree."""
+    model = gridsample_model(["N", 3, "H", "W"], ["N", "h", "w", 2], "linear", "border", 0)
+    conv = onnx.helper.make_node("Conv", ["s", "W"], [model.graph.output[0].name])
+    weights = onnx.numpy_helper.from_array(np.ones((2, 3, 1, 1), np.float32), "W")
+    before_conv = onnx.ModelProto.FromString(model.SerializeToString())
+    before_conv.graph.node[-1].output[0] = "s"
+    before_conv.graph.node.append(conv)
+    before_conv.graph.initializer.append(weights)
+    for candidate, fenced in ((model, False), (before_conv, True)):
+        onnx.save(candidate, tmp_path / "m.onnx")
+        args = ("--target", "openvino", "--lower-all")
+        (row,) = inspect_rows(cli("inspect", tmp_path / "m.onnx", "--json", *args).stdout)
+        assert ("in a float32 Loop" in row["plan"]) == fenced, row["plan"]
+        cli("lower", tmp_path / "m.onnx", "-o", tmp_path / "out.onnx", *args)
+        ops = {n.op_type for n in onnx.load(tmp_path / "out.onnx").graph.node}
+        assert ("Loop" in ops) == fenced, ops
+
+
 def test_inspect_judges_a_node_in_a_branch_as_lower_does(tmp_path):
     """Inside an If branch X has no declared shape; both commands infer it to judge."""
     branch = onnx.helper.make_graph(
