@@ -455,16 +455,20 @@ def test_symbolic_sizes_merge_the_grids_axes_only_where_the_grid_is_stored(confi
     "config", [("linear", "zeros", 1), ("nearest", "border", 0), ("cubic", "reflection", 0)],
     ids=lambda c: "-".join(map(str, c)),
 )  # fmt: skip
-def test_a_stored_grid_is_transposed_once_erring_as_native_by_default(config):
+@pytest.mark.parametrize(
+    "x_shape", [(1, 8, 32, 80), (1, 4, 20, 300), (1, 3, 480, 640)], ids=["small", "past-256", "vga"]
+)
+def test_a_stored_grid_is_transposed_once_erring_as_native_by_default(config, x_shape):
     """An STN, 32x80 (the grid's last axis long): its AffineGrid's output, stored anyway, is
     transposed to (r, N, H, W) before the coordinates, and none of their results after (but
     cubic's 4 taps' weights, (T, r, N, ..) -> (r, N, T, ..))
     (``plan.components_first``: the STN at 480x640 static 2.13 -> 1.88x the original).
     Static and symbolic, as exported and reshaped, at OpenVINO's default precision: at most
-    twice native's error plus 1e-3; at float32 as the reference."""
-    model, feeds, truth, _ = openvino_models.stn_case(
-        np.random.default_rng(0), config, x_shape=(1, 8, 32, 80)
-    )
+    twice native's error plus 1e-3; at float32, twice native's plus 1e-4. Symbolic, the coordinates run
+    in a Loop kept in float32 (``plan.float32_kept``): their positions and weights leave whole,
+    an axis past 256 pixels too, from one coordinate (at 480x640, symbolic reshaped to static,
+    f32: 1.29 when the taps' floor and the weights' were computed apart)."""
+    model, feeds, truth, _ = openvino_models.stn_case(np.random.default_rng(0), config, x_shape)
     for candidate in (model, _symbolic(model)):
         lowered = lower(candidate, target="openvino", lower_all=True)
         nodes = ir.traversal.RecursiveGraphIterator(ir.serde.deserialize_model(lowered).graph)
@@ -475,7 +479,8 @@ def test_a_stored_grid_is_transposed_once_erring_as_native_by_default(config):
             native = _error(candidate, feeds, truth, reshaped=reshaped)
             error = _error(lowered, feeds, truth, reshaped=reshaped)
             assert error <= 2 * native + 1e-3, (reshaped, error, native)
-            assert _error(lowered, feeds, truth, F32, reshaped=reshaped) <= 1e-4
+            native = _error(candidate, feeds, truth, F32, reshaped=reshaped)  # (3e-4 at 300 px)
+            assert _error(lowered, feeds, truth, F32, reshaped=reshaped) <= 2 * native + 1e-4
 
 
 @pytest.mark.parametrize(
@@ -484,14 +489,17 @@ def test_a_stored_grid_is_transposed_once_erring_as_native_by_default(config):
      ("cubic", "zeros", 1), ("cubic", "border", 0)],
     ids=lambda c: "-".join(map(str, c)),
 )  # fmt: skip
-def test_symbolic_sizes_run_in_a_loop_erring_as_native_by_default(config):
+@pytest.mark.parametrize("x_shape", [(1, 16, 32, 40), (1, 4, 20, 300)], ids=["small", "past-256"])
+def test_symbolic_sizes_run_in_a_loop_erring_as_native_by_default(config, x_shape):
     """As exported, symbolic sizes, at OpenVINO's default precision: OpenVINO runs every op
     alone and stores bfloat16, but keeps each graph's tail in float32, a Loop's body too.
     Lowered into one run once (``plan.fenced``), a GridSample of a computed grid before a Conv errs
     at most twice what native does plus 1e-3: unfenced, linear and cubic erred by 3.6-4.7
-    (native 0.12-0.20; nearest reads the grid rounded to bfloat16 either way, native too)."""
+    (native 0.12-0.20; nearest reads the grid rounded to bfloat16 either way, native too).
+    In the Loop, planar coordinates (``plan.interleaved`` off: 3.7 -> 1.8x native for linear
+    at 1x3x224x224)."""
     model, feeds, truth, _ = openvino_models.conv_case(
-        np.random.default_rng(0), config, (1, 16, 32, 40), (1, 24, 28, 2)
+        np.random.default_rng(0), config, x_shape, (1, 24, 28, 2)
     )
     model = _symbolic(_through(model, "Max", -10.0), ("X", "grid"))
     lowered = lower(model, target="openvino", lower_all=True)

@@ -508,7 +508,9 @@ STRATEGIES = [
         "default): coordinates computed on the grid as it is, in elementwise regions that end in "
         "small integers (past 256 px as 256 hi + lo) and weights (hi + lo), each axis' apart; "
         "not for nearest and cubic on a path to the model's output through elementwise ops and "
-        "moves alone, which OpenVINO keeps in float32 (planar coordinates run faster there)",
+        "moves alone, which OpenVINO keeps in float32 (planar coordinates run faster there), "
+        "nor fenced where the grid is computed or a model input (planar: run op by op, the "
+        "points innermost)",
     ),
     Strategy(
         "merged",
@@ -537,6 +539,13 @@ STRATEGIES = [
         "lowering runs in the body of a Loop run once (its trip count X's size >= 0); not in "
         "the float32 tail, nor for nearest reading its grid straight from the model's inputs "
         "(rounded as it enters)",
+    ),
+    Strategy(
+        "float32_kept",
+        "True",
+        "fenced, or on a path to the model's output through elementwise ops and moves alone, "
+        "on a target whose runtime may store bfloat16 elsewhere (openvino): interleaved "
+        "positions and weights leave their regions whole, no hi + lo, no second region",
     ),
     Strategy(
         "flat_points",

@@ -63,8 +63,8 @@ def gather_and_combine(
         flat = em.Add(flat, tap_table(em, spec.rank, offsets, flat_type))
     if isinstance(weights, list) and plan.sum not in ("reduce_sum", "chain"):
         product = None  # each axis' weights apart: only these two take them so
-        for hi, lo in weights:
-            part = em.Add(hi, lo)
+        for parts in weights:
+            part = _whole(em, parts)
             product = part if product is None else em.Mul(product, part)
         weights = product
     if plan.rows:
@@ -112,8 +112,8 @@ def _gather_elements(
         if plan.masks_values:  # outside taps add 0, whatever pixel they were clamped to
             kept = em.reshape(inside, [n, 1, *per_axis, *points])
             values = em.Where(kept, values, _zero(em, ct))
-        for hi, lo in weights:  # hi + lo in the region that multiplies: never stored
-            values = em.Mul(values, em.Add(em.Unsqueeze(hi, one), em.Unsqueeze(lo, one)))
+        for parts in weights:  # hi + lo in the region that multiplies: never stored
+            values = em.Mul(values, _whole(em, [em.Unsqueeze(p, one) for p in parts]))
         return em.ReduceSum(values, em.const(list(range(2, 2 + r)), INT64), keepdims=0)
     values = em.reshape(values, [n, c, plan.taps, *points])
     if plan.masks_values:  # outside taps add 0, whatever pixel they were clamped to
@@ -273,7 +273,7 @@ def _chain_taps(
         if fraction:  # one f per point and axis: each tap's |f - c| (1 - f, f)
             shape = [n, total] if planes else [n, total, 1]
             axis_weights = [
-                _tap_weights(em, em.Add(*(em.reshape(p, shape) for p in pair)), fraction, dtype)
+                _tap_weights(em, _whole(em, [em.reshape(p, shape) for p in pair]), fraction, dtype)
                 for pair in weights
             ]
         else:
@@ -281,7 +281,7 @@ def _chain_taps(
             parts = [[em.reshape(p, shape) for p in pair] for pair in weights]
             axis_weights = [
                 [
-                    em.Add(*(em.Gather(p, em.index(t), axis=1) for p in pair))
+                    _whole(em, [em.Gather(p, em.index(t), axis=1) for p in pair])
                     for t in range(per_axis)
                 ]
                 for pair in parts
@@ -308,7 +308,7 @@ def _reduced_taps(
     em: Emitter,
     rows: ir.Value,
     flat: ir.Value,
-    weights: list[tuple[ir.Value, ir.Value]],
+    weights: list[tuple[ir.Value, ...]],
     rank: int,
     taps: int,
     total: Size,
@@ -341,11 +341,11 @@ def _reduced_taps(
         values = em.Mul(values, em.reshape(weights, [*ones, taps, total, *[1] * len(last)]))
         return em.ReduceSum(values, em.const([first], INT64), keepdims=0)
     values = em.reshape(values, [*lead, *[per_axis] * rank, total, *last])
-    for axis, (hi, lo) in enumerate(weights):
+    for axis, parts in enumerate(weights):
         taps_here = 1 if fraction else per_axis
         shape = [*ones, *[taps_here if a == axis else 1 for a in range(rank)], total]
         shape += [1] * len(last)
-        w = em.Add(em.reshape(hi, shape), em.reshape(lo, shape))
+        w = _whole(em, [em.reshape(p, shape) for p in parts])
         if fraction:  # |f - c| with the taps' c on this axis' tap axis
             at = np.reshape(fraction, [1, *[per_axis if a == axis else 1 for a in range(rank)]])
             w = em.Abs(em.Sub(w, em.const(at.reshape([*at.shape, 1, *[1] * len(last)]), dtype)))
@@ -363,6 +363,11 @@ def _reduced_taps(
     values = em.reshape(values, [n, taps, total * c])
     summed = em.ReduceSum(values, em.const([1], INT64), keepdims=0)
     return em.reshape(summed, [n, total, c])
+
+
+def _whole(em: Emitter, parts: Sequence[ir.Value]) -> ir.Value:
+    """One axis' weights from their parts: ``hi + lo`` (bfloat16-safe), or the weights whole."""
+    return parts[0] if len(parts) == 1 else em.Add(*parts)
 
 
 def _tap_weights(

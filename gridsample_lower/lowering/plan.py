@@ -90,6 +90,8 @@ class Plan:
             (``Target.float32_bodies``): the lowering runs in the body of a Loop run once (its
             trip count X's size >= 0), a graph of its own whose ops the runtime keeps in
             float32 (``choose_fenced``).
+        float32_kept: a target that may store bfloat16 keeps this node in float32 (the tail,
+            or fenced): interleaved coordinates leave their regions whole, no ``hi + lo``.
         fraction: (interleaved linear rows) each axis' weights leave their region as one
             fraction per point, ``f = x - floor(x)`` as ``hi + lo``; each tap's weight,
             ``1 - f`` or ``f``, is made in the region that sums the taps.
@@ -131,6 +133,7 @@ class Plan:
     merged: bool = False
     components_first: bool = False
     fenced: bool = False
+    float32_kept: bool = False
     fraction: bool = False
     integer_indices: bool = False
     positions_from_grid: bool = False
@@ -327,7 +330,9 @@ def plan_of(
         combine, why["sum"] = str(force.pop("sum")), "forced"
     if "tiled" in force:
         tiled = rows and bool(force.pop("tiled"))
-    interleaved, why["interleaved"] = _choose_interleaved(spec, target, tail)
+    fenced, why["fenced"] = choose_fenced(spec.mode, given.symbolic, target, tail, grid_from)
+    kept = target.reduced_storage and (tail or fenced)
+    interleaved, why["interleaved"] = _choose_interleaved(spec, target, tail, fenced, grid_from)
     if "interleaved" in force:
         interleaved, why["interleaved"] = bool(force.pop("interleaved")), "forced"
     integer_indices, why["integer_indices"] = _choose_integer_indices(target)
@@ -355,7 +360,6 @@ def plan_of(
         first = first and (interleaved or from_grid)
     if first:
         merged, why["merged"] = False, "the components first: the points innermost already"
-    fenced, why["fenced"] = choose_fenced(spec.mode, given.symbolic, target, tail, grid_from)
     if (interleaved or integer_indices) and flat_in_float:  # (it would be stored in bfloat16)
         flat_in_float, why["flat_in_float"] = False, "float tensors may be bfloat16: integers"
         if costs.positions_fit_int32(spec, gathered):
@@ -409,6 +413,7 @@ def plan_of(
         merged=merged,
         components_first=first,
         fenced=fenced,
+        float32_kept=kept,
         fraction=fraction,
         integer_indices=integer_indices,
         positions_from_grid=from_grid,
@@ -542,7 +547,9 @@ def _choose_ring(spec: GridSampleSpec, rows: bool, target: Target) -> tuple[int,
     return 0, ""
 
 
-def _choose_interleaved(spec: GridSampleSpec, target: Target, tail: bool) -> tuple[bool, str]:
+def _choose_interleaved(
+    spec: GridSampleSpec, target: Target, tail: bool, fenced: bool, grid_from: str
+) -> tuple[bool, str]:
     """Whether the coordinates are computed on the grid as it is (bfloat16-safe), and why.
 
     OpenVINO's CPU plugin, at its default precision on CPUs with bfloat16, stores every float
@@ -553,9 +560,16 @@ def _choose_interleaved(spec: GridSampleSpec, target: Target, tail: bool) -> tup
     each axis' weights multiply the taps apart. It costs onnxruntime 1.38x (geomean over
     bench/run.py's shapes; up to 4.5x for 3-D linear: ops on interleaved values, the weights'
     hi + lo and a Mul per axis on every gathered value), so only the openvino target takes it.
+    Where the runtime keeps float32 (``Plan.float32_kept``) they buy nothing: planar in a
+    fenced Loop's body, where OpenVINO runs symbolic sizes op by op and the interleaved
+    values' innermost axis is the grid's r components (a 1x3x224x224 linear GridSample before
+    a Conv, as exported: 3.7 -> 1.8x native, cubic 9.6 -> 2.9, nearest 2.8 -> 1.3); in the
+    tail where ``costs.planar_tail_pays``.
     """
     if not target.reduced_storage:
         return False, ""
+    if fenced and grid_from in ("computed", "input"):
+        return False, "in a Loop's body, kept in float32 and run op by op: planar"
     if tail and costs.planar_tail_pays(spec):
         return False, "on a path to the model's output that its runtime keeps in float32: planar"
     return True, f"the {target.name} target's runtime may store float tensors in bfloat16"

@@ -140,7 +140,7 @@ def interpolate(
         x = _zero_ring(em, x, spec, plan.ring)
         em = em.with_x(x)
     offsets = [o + plan.ring for o in kernel.offsets] if plan.per_point else None
-    integers = plan.interleaved and not positions_exact_in_bf16(em, spec, plan)
+    integers = plan.interleaved and not positions_exact(em, spec, plan)
     fraction = kernel.fraction if plan.fraction else None
     y = gather_and_combine(
         em,
@@ -199,8 +199,13 @@ def planar(em: Emitter, value: ir.Value, rank: int, tapped: bool) -> list[ir.Val
 BF16_EXACT = 256  # integers up to this magnitude are exact in bfloat16
 
 
-def positions_exact_in_bf16(em: Emitter, spec: GridSampleSpec, plan: Plan) -> bool:
-    """Whether every in-axis tap position (ring and kernel included) is exact in bfloat16."""
+def positions_exact(em: Emitter, spec: GridSampleSpec, plan: Plan) -> bool:
+    """Whether every in-axis tap position (ring and kernel included) is exact as stored.
+
+    Kept in float32 (``plan.float32_kept``), or exact in bfloat16 (up to 256).
+    """
+    if plan.float32_kept:
+        return True
     sizes = [em.x_dim(2 + a) for a in range(spec.rank)]
     return all(n is not None and n + 2 * plan.ring + 4 <= BF16_EXACT for n in sizes)
 
@@ -235,7 +240,7 @@ def planar_indices(
     """
     r, ct = spec.rank, compute_dtype(spec)
     index = build(g)
-    if positions_exact_in_bf16(em, spec, plan):
+    if positions_exact(em, spec, plan):
         return planar(em, index, r, tapped=False)
     scale = em.const(1.0 / BF16_EXACT, ct)
     hi = em.Floor(em.Mul(index, scale))
@@ -283,26 +288,34 @@ def _interleaved_taps(
     with an Add of zeros that gives them their tap axis; a second half with ``after``). Then
     each axis' part is taken out, planar. Zeros padding without a ring (``plan.masks``:
     a small output from a large X) also gives the taps inside X, ``(N, T.., O..)``, whose
-    values are kept once gathered (else None).
+    values are kept once gathered (else None). Kept in float32 (``plan.float32_kept``), one
+    coordinate and floor serve the taps and the weights, which so agree: computed apart, they
+    may round apart near an integer, and the weights then weigh another pair of pixels
+    (OpenVINO erred by 1.3 for an STN at 480x640 fenced, reshaped to static sizes, f32).
     """
     r, ct = spec.rank, compute_dtype(spec)
     taps = InterleavedTaps(em, r, ct)
     g = interleaved_grid(em, grid, spec)
+    kept = None  # kept in float32: one coordinate and floor, which positions and weights share
+    if plan.float32_kept:
+        coord = source_coordinate(em, g, ALL_AXES, spec, ct)
+        kept = coord, em.Floor(coord)
 
     def floors(start: ir.Value) -> ir.Value:
-        return em.Floor(source_coordinate(em, start, ALL_AXES, spec, ct))
+        return kept[1] if kept else em.Floor(source_coordinate(em, start, ALL_AXES, spec, ct))
 
     def weights(start: ir.Value, mask: ir.Value | None = None) -> ir.Value:
         """``(T, N, O.., r)`` from its own start; ``mask``: the taps inside X, 1 or 0."""
-        coord = source_coordinate(em, start, ALL_AXES, spec, ct)
+        coord = kept[0] if kept else source_coordinate(em, start, ALL_AXES, spec, ct)
+        floor = kept[1] if kept else em.Floor(coord)
         if plan.fraction:  # (1, N, O.., r): x - floor(x), each tap's |f - c| made where summed
-            w = em.Sub(em.Add(coord, em.Sub(start, start)), em.Floor(coord))
+            w = em.Sub(em.Add(coord, em.Sub(start, start)), floor)
         else:
-            w = kernel.weights(em, em.Add(coord, em.Sub(start, start)), em.Floor(coord), taps)
+            w = kernel.weights(em, em.Add(coord, em.Sub(start, start)), floor, taps)
         return w if mask is None else em.Mul(w, mask)  # by 0 or 1: exact
 
-    if not positions_exact_in_bf16(em, spec, plan):  # the floors leave as 256 hi + lo
-        split = _split_weights(em, weights, g, taps, kernel, ct)
+    if not positions_exact(em, spec, plan):  # the floors leave as 256 hi + lo
+        split = _split_weights(em, weights, g, taps, kernel, plan, ct)
         return _integer_taps(em, floors, g, spec, plan, kernel, split)
     floor, masked = floors(g), None
     if plan.per_point:
@@ -321,7 +334,7 @@ def _interleaved_taps(
             mask = em.Cast(inside, to=ct)
             weights = functools.partial(weights, mask=mask)
     indices = planar(em, index, r, tapped=not plan.per_point)
-    return indices, _split_weights(em, weights, g, taps, kernel, ct), masked
+    return indices, _split_weights(em, weights, g, taps, kernel, plan, ct), masked
 
 
 # Kernels whose weights' regions are built twice, ``hi`` and ``lo`` apart: linear's (some 8
@@ -337,9 +350,10 @@ def _split_weights(
     g: ir.Value,
     taps: InterleavedTaps,
     kernel: Kernel,
+    plan: Plan,
     ct,
-) -> list[tuple[ir.Value, ir.Value]]:
-    """Each axis' weights apart, each as ``(hi, lo)``, exact enough in bfloat16.
+) -> list[tuple[ir.Value, ...]]:
+    """Each axis' weights apart, each as ``(hi, lo)``, exact enough in bfloat16 (or whole).
 
     ``hi`` is a multiple of 2**-8, exact in bfloat16 (weights lie in [-1, 1]); ``lo = w - hi``
     (exact) lies below 2**-8, so bfloat16 rounds it by 2**-17 at most. ``build(start)`` makes
@@ -356,6 +370,8 @@ def _split_weights(
 
     rank = taps.rank
     w = build(em.Add(g, taps([0.0])))
+    if plan.float32_kept:  # stored in float32: whole
+        return [(part,) for part in planar(em, w, rank, tapped=True)]
     hi = high(w)
     if len(kernel.offsets) <= WEIGHTS_APART_MAX_TAPS:
         again = build(after(em, g, hi, ct))

@@ -657,7 +657,8 @@ FLAT_CASES = [  # (why, spec, x_shape, grid_shape, where, flat_points)
     ("a long last axis", NEAREST, SYMBOLIC_X, ["N", "H", 64, 2], {"tail": True}, False),
     ("a symbolic last axis", NEAREST, SYMBOLIC_X, ["N", "H", "W", 2], {"tail": True}, False),
     ("static sizes", CUBIC, [1, 3, 8, 8], [1, 16, 1, 2], {"tail": True}, False),
-    ("interleaved: merged instead", CUBIC, SYMBOLIC_X, ["N", "P", 1, 2], {}, False),
+    ("fenced: planar", CUBIC, SYMBOLIC_X, ["N", "P", 1, 2], {"grid_from": "computed"}, True),
+    ("stored: merged instead", CUBIC, SYMBOLIC_X, ["N", "P", 1, 2], {"grid_from": "stored"}, False),
 ]
 
 
@@ -684,7 +685,29 @@ FENCED_CASES = [  # (why, spec, x_shape, grid_shape, where, fenced)
 ]
 
 
+INTERLEAVED_CASES = [  # (why, spec, x_shape, grid_shape, where, interleaved)
+    ("static sizes", LINEAR, [1, 3, 8, 8], [1, 8, 8, 2], {}, True),
+    ("computed, fenced", LINEAR, SYMBOLIC_X, ["N", 8, 8, 2], {"grid_from": "computed"}, False),
+    ("a grid from an input, fenced", CUBIC, SYMBOLIC_X, ["N", 8, 8, 2], {}, False),
+    ("a stored grid, fenced", LINEAR, SYMBOLIC_X, ["N", 8, 8, 2], {"grid_from": "stored"}, True),
+    ("of shapes, fenced", LINEAR, SYMBOLIC_X, ["N", 8, 8, 2], {"grid_from": "shapes"}, True),
+    ("nearest from an input, unfenced", NEAREST, SYMBOLIC_X, ["N", 8, 8, 2], {}, True),
+    ("linear in the tail", LINEAR, SYMBOLIC_X, ["N", 8, 8, 2], {"tail": True}, True),
+    ("cubic in the tail", CUBIC, [1, 3, 8, 8], [1, 8, 8, 2], {"tail": True}, False),
+]
+
+
+KEPT_CASES = [  # (why, spec, x_shape, grid_shape, where, float32_kept)
+    ("fenced", LINEAR, SYMBOLIC_X, ["N", 8, 8, 2], {"grid_from": "stored"}, True),
+    ("in the float32 tail", LINEAR, [1, 3, 8, 8], [1, 8, 8, 2], {"tail": True}, True),
+    ("static sizes", LINEAR, [1, 3, 8, 8], [1, 8, 8, 2], {"grid_from": "stored"}, False),
+    ("nearest from an input, unfenced", NEAREST, SYMBOLIC_X, ["N", 8, 8, 2], {}, False),
+]
+
+
 OPENVINO_FORMS = [
+    *[("interleaved", *case) for case in INTERLEAVED_CASES],
+    *[("float32_kept", *case) for case in KEPT_CASES],
     *[("merged", *case) for case in MERGED_CASES],
     *[("flat_points", *case) for case in FLAT_CASES],
     *[("components_first", *case) for case in FIRST_CASES],
@@ -700,7 +723,12 @@ OPENVINO_FORMS = [
 def test_openvinos_forms_are_taken_where_they_pay_and_are_safe(
     field, why, spec, x_shape, grid_shape, where, taken
 ):
-    """Only the openvino target's. ``plan.merged``: symbolic sizes (OpenVINO runs them op by
+    """Only the openvino target's. ``plan.interleaved`` (bfloat16-safe): not where OpenVINO
+    keeps float32 (``plan.float32_kept``: the tail, a fenced Loop's body) and planar pays:
+    nearest and cubic in the tail; a fenced computed grid or one from the inputs, run op by op
+    (r components innermost: 3.7 -> 1.8x native). A fenced stored grid keeps its components
+    first; a fenced grid of shapes stays (planar, OpenVINO 2026.4 failed to compile RAFT
+    reshaped to static sizes). ``plan.merged``: symbolic sizes (OpenVINO runs them op by
     op, 12x slower with the grid's 2 components innermost), a grid stored before it is read
     or in the float32 tail (the Reshape is stored too, in bfloat16 at OpenVINO's default
     precision). ``plan.flat_points``: planar coordinates (nearest and cubic in the float32

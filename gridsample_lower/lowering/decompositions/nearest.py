@@ -18,7 +18,7 @@ from gridsample_lower.lowering.sampling import (
     interleaved_grid,
     planar,
     planar_indices,
-    positions_exact_in_bf16,
+    positions_exact,
 )
 from gridsample_lower.spec import GridSampleSpec, compute_dtype
 
@@ -34,7 +34,7 @@ def nearest(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, plan
         def rounded(start: ir.Value) -> ir.Value:
             return em.round_half_to_even(source_coordinate(em, start, ALL_AXES, spec, ct), ct)
 
-        if positions_exact_in_bf16(em, spec, plan):
+        if positions_exact(em, spec, plan):
             index, mask = tap_indices(em, rounded(g), ALL_AXES, spec, ct)
             indices = planar(em, index, spec.rank, tapped=False)
             masks = planar(em, mask, spec.rank, tapped=False) if mask is not None else []
@@ -46,7 +46,7 @@ def nearest(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, plan
                 masks += [mask] if mask is not None else []
         for part in masks:
             inside = part if inside is None else em.logical_and(inside, part)
-        integers = not positions_exact_in_bf16(em, spec, plan)
+        integers = not positions_exact(em, spec, plan)
         return gather_and_combine(em, x, spec, plan, indices, inside=inside, integers=integers)
     for axis, g in enumerate(grid_coordinates(em, grid, spec)):
         tap = em.round_half_to_even(source_coordinate(em, g, axis, spec, ct), ct)
@@ -78,7 +78,7 @@ def _positions_from_grid(
             tap = tap_indices(em, tap, ALL_AXES, spec, ct)[0]
         return tap
 
-    exact = positions_exact_in_bf16(em, spec, plan)
+    exact = positions_exact(em, spec, plan)
     if exact:
         parts = planar(em, positions(g), r, tapped=False)
     else:  # integers: 256 hi + lo, each from a region of its own
