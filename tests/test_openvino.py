@@ -249,9 +249,10 @@ def test_3d_lowered_errs_at_most_twice_a_perfect_gridsample(config):
         assert _error(lowered, feeds, truth, F32) <= 1e-4, target
 
 
-def _attention_case(grid_from: str):
+def _attention_case(grid_from: str, symbolic: bool = False):
     """A deformable attention (8 heads of 16, levels 48x64 to 12x16, 400 queries) and an output MatMul,
-    its grids read from the inputs or from a MatMul (bfloat16 at the default precision)."""
+    its grids read from the inputs or from a MatMul (bfloat16 at the default precision);
+    ``symbolic``: the batch a name (the levels' sizes static, as TorchScript exports them)."""
     from onnx import helper, numpy_helper
 
     from gridsample_lower.models import deformable_attention_model
@@ -260,6 +261,8 @@ def _attention_case(grid_from: str):
     levels, heads, c, q, p = [(48, 64), (24, 32), (12, 16)], 8, 16, 400, 4
     model = deformable_attention_model(levels, heads, c, q, p, heads=heads)
     graph = model.graph
+    for value in graph.input if symbolic else []:  # value (N, S, M, D); the rest (N*M, ..)
+        value.type.tensor_type.shape.dim[0].dim_param = "N" if value.name == "value" else "NM"
     out = (rng.standard_normal((c, c)) / np.sqrt(c)).astype(np.float32)
     graph.initializer.extend([numpy_helper.from_array(out, "out_w")])
     graph.node.extend(
@@ -286,19 +289,24 @@ def _attention_case(grid_from: str):
     return model, feeds, run_ort(model, feeds)
 
 
+@pytest.mark.parametrize("symbolic", [False, True], ids=["static", "symbolic"])
 @pytest.mark.parametrize("grid_from", ["input", "matmul"])
-def test_deformable_attention_as_one_unit_errs_as_native_at_default_precision(grid_from):
+def test_deformable_attention_as_one_unit_errs_as_native_at_default_precision(grid_from, symbolic):
     """The openvino target (--lower-all) lowers it as one unit from the levels' planes; each
     level's coordinates are computed on its grid as it is, in kernels that read it in float32
     and store only floors and fractions. Computed after the levels' grids were concatenated,
-    bfloat16 put 48-64 pixel levels' taps off: 0.31 against native's 0.005."""
-    model, feeds, truth = _attention_case(grid_from)
+    bfloat16 put 48-64 pixel levels' taps off: 0.31 against native's 0.005. Symbolic: in a
+    Loop kept in float32, floors and fractions from one coordinate; as exported and
+    reshaped."""
+    model, feeds, truth = _attention_case(grid_from, symbolic)
     lowered = lower(model, target="openvino", lower_all=True)
     assert "GridSample" not in {n.op_type for n in lowered.graph.node}
     assert any(n.name.startswith("sample0+/") for n in lowered.graph.node)  # (one unit)
-    native = _error(model, feeds, truth)
-    assert _error(lowered, feeds, truth) <= 2 * native + 1e-3, native
-    assert _error(lowered, feeds, truth, F32) <= 1e-4
+    assert ("Loop" in {n.op_type for n in lowered.graph.node}) == symbolic
+    for reshaped in (False, True) if symbolic else (False,):
+        native = _error(model, feeds, truth, reshaped=reshaped)
+        assert _error(lowered, feeds, truth, reshaped=reshaped) <= 2 * native + 1e-3, native
+        assert _error(lowered, feeds, truth, F32, reshaped=reshaped) <= 1e-4
 
 
 # With symbolic sizes OpenVINO runs each elementwise op alone, at a cost per innermost row:

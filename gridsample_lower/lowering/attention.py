@@ -476,7 +476,7 @@ def lower_attention(
     """
     em = _Levels(builder, attention.name, attention, target)
     if _fenced(em, attention.spec.mode):  # symbolic sizes: in a branch kept in float32
-        y = em.fenced(lambda body: _attention_samples(body, attention))
+        y = em.fenced(lambda body: _attention_samples(body, attention, kept=True))
     else:
         y = _attention_samples(em, attention)
     if attention.keepdims:
@@ -490,8 +490,11 @@ def lower_attention(
     return replaced
 
 
-def _attention_samples(em: _Levels, attention: DeformableAttention) -> ir.Value:
-    """``(N, C, Q)``: the attention's weighted samples summed, in X's type."""
+def _attention_samples(em: _Levels, attention: DeformableAttention, kept: bool = False) -> ir.Value:
+    """``(N, C, Q)``: the attention's weighted samples summed, in X's type.
+
+    ``kept``: the runtime keeps these ops in float32 (a fenced Loop's body).
+    """
     spec, target = attention.spec, em.target
     ct, kernel = compute_dtype(spec), KERNELS[spec.mode]
     planes, ring = target.attention_planes, _ring(spec, target.attention_planes)
@@ -499,7 +502,7 @@ def _attention_samples(em: _Levels, attention: DeformableAttention) -> ir.Value:
     index_type = _index_type(em, target, source)
     flat, weights, inside = None, None, None
     if planes:  # each level's floors and fractions, (2, N, 1, 1, Q, M), x first
-        levels = _level_coordinates(em, spec)
+        levels = _level_coordinates(em, spec, kept)
     else:  # (N, Q, L*P, 2): level l's point p at l*P + p; then an axis' (N, 1, 1, Q, M)
         axes = grid_coordinates(em, em.Concat(*em.grids, axis=2), spec)
     # (N, T, T, Q, M): points innermost, as node by node, where onnxruntime broadcasts fast
@@ -614,7 +617,9 @@ def _every_level(em: _Levels, choose) -> bool:
     return all(choose(symbolic, (em.target, False, grid_origin(g)))[0] for g in em.grids)
 
 
-def _level_coordinates(em: _Levels, spec: GridSampleSpec) -> tuple[ir.Value, ir.Value]:
+def _level_coordinates(
+    em: _Levels, spec: GridSampleSpec, kept: bool = False
+) -> tuple[ir.Value, ir.Value]:
     """Every point's coordinates as floor and fraction, ``(2, N, 1, 1, Q, M)`` each (x first).
 
     OpenVINO stores its kernels' float outputs in bfloat16 by default, a coordinate to 2**-9
@@ -622,6 +627,7 @@ def _level_coordinates(em: _Levels, spec: GridSampleSpec) -> tuple[ir.Value, ir.
     kernel reads in float32, in two regions that each end in one output (the node-by-node
     form's, ``sampling._interleaved_taps``): the floors, integers exact in bfloat16 up to 256,
     and the fractions, stored to 2**-9 (a weight's error, as the native kernel's output has).
+    ``kept`` in float32, one coordinate gives both, which so agree (``sampling``'s reason).
     """
     ct = compute_dtype(spec)
     floors, fractions = [], []
@@ -630,8 +636,13 @@ def _level_coordinates(em: _Levels, spec: GridSampleSpec) -> tuple[ir.Value, ir.
         level = em.sibling(x, grid).merging(merged)
         taps = InterleavedTaps(level, 2, ct)
         g = interleaved_grid(level, grid, spec)  # (N, Q, P, 2), or merged (N, Q*P*2)
-        floor = level.Floor(source_coordinate(level, g, ALL_AXES, spec, ct))
+        coord = source_coordinate(level, g, ALL_AXES, spec, ct)
+        floor = level.Floor(coord)
         floors.append(level.split_components(floor, tapped=False) if merged else floor)
+        if kept:  # (g - g: 0, or NaN where the grid is)
+            fraction = level.Sub(level.Add(coord, level.Sub(g, g)), floor)
+            fractions.append(level.split_components(fraction, tapped=False) if merged else fraction)
+            continue
         g_w = level.Add(g, taps([0.0]))  # (1, N, Q, P, 2): the fractions' own start
         coord = source_coordinate(level, g_w, ALL_AXES, spec, ct)
         fraction = level.Sub(level.Add(coord, level.Sub(g_w, g_w)), level.Floor(coord))
