@@ -306,17 +306,20 @@ def by_channel_pays(sizes: Sizes, taps: int, target: Target, int64_indices: bool
     return channels < ROWS_MIN_CHANNELS and sizes.gathered_values(taps) >= BY_CHANNEL_MIN_VALUES
 
 
-def planar_tail_pays(spec: GridSampleSpec) -> bool:
+def planar_tail_pays(spec: GridSampleSpec, symbolic: bool) -> bool:
     """Whether planar coordinates beat interleaved ones where the runtime keeps float32.
 
     On a path to the model's output through no Conv or MatMul, OpenVINO keeps float32 at its
     default precision, and bfloat16-safe forms buy nothing: planar coordinates (one Transpose
-    of the grid) ran nearest and cubic faster (3x224x224 nearest 1.29 vs 1.60 of native,
-    cubic 3.77 vs 4.50; kornia's remap 1.22 vs 1.55 of the original), linear slower (its
-    interleaved weights leave as one fraction an axis: border 2.71 vs 4.84;
-    bench/results/openvino_f32/planar_vs_interleaved.md).
+    of the grid) ran nearest faster (3x224x224 1.29 vs 1.60 of native; kornia's remap 1.22 vs
+    1.55 of the original), linear slower (its interleaved weights leave as one fraction an
+    axis: border 2.71 vs 4.84; bench/results/openvino_f32/planar_vs_interleaved.md). Cubic's
+    interleaved weights, whole where float32 is kept (``Plan.float32_kept``), ran faster with
+    static sizes (3x224x224 2.6 vs 4.7 of native; kornia's warp_affine, reshaped static, 1.23
+    vs 1.82 of the original), slower with symbolic ones, which OpenVINO runs op by op (1.48
+    vs 1.31 as exported; GLM-4V's embedding at 46x46 patches 1.75 vs 1.19).
     """
-    return spec.mode != "linear"
+    return spec.mode == "nearest" or (spec.mode == "cubic" and symbolic)
 
 
 def reduced_rows_pay(sizes: Sizes, taps: int) -> bool:
@@ -507,8 +510,9 @@ STRATEGIES = [
         "targets whose runtime may store float tensors in bfloat16 (openvino: OpenVINO's CPU "
         "default): coordinates computed on the grid as it is, in elementwise regions that end in "
         "small integers (past 256 px as 256 hi + lo) and weights (hi + lo), each axis' apart; "
-        "not for nearest and cubic on a path to the model's output through elementwise ops and "
-        "moves alone, which OpenVINO keeps in float32 (planar coordinates run faster there), "
+        "not for nearest (and cubic of symbolic sizes) on a path to the model's output through "
+        "elementwise ops and moves alone, which OpenVINO keeps in float32 (planar coordinates "
+        "run faster there), "
         "nor fenced where the grid is computed or a model input (planar: run op by op, the "
         "points innermost)",
     ),

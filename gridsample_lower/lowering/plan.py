@@ -332,7 +332,9 @@ def plan_of(
         tiled = rows and bool(force.pop("tiled"))
     fenced, why["fenced"] = choose_fenced(spec.mode, given.symbolic, target, tail, grid_from)
     kept = target.reduced_storage and (tail or fenced)
-    interleaved, why["interleaved"] = _choose_interleaved(spec, target, tail, fenced, grid_from)
+    interleaved, why["interleaved"] = _choose_interleaved(
+        spec, target, tail, fenced, grid_from, given.symbolic
+    )
     if "interleaved" in force:
         interleaved, why["interleaved"] = bool(force.pop("interleaved")), "forced"
     integer_indices, why["integer_indices"] = _choose_integer_indices(target)
@@ -548,7 +550,12 @@ def _choose_ring(spec: GridSampleSpec, rows: bool, target: Target) -> tuple[int,
 
 
 def _choose_interleaved(
-    spec: GridSampleSpec, target: Target, tail: bool, fenced: bool, grid_from: str
+    spec: GridSampleSpec,
+    target: Target,
+    tail: bool,
+    fenced: bool,
+    grid_from: str,
+    symbolic: bool,
 ) -> tuple[bool, str]:
     """Whether the coordinates are computed on the grid as it is (bfloat16-safe), and why.
 
@@ -570,7 +577,7 @@ def _choose_interleaved(
         return False, ""
     if fenced and grid_from in ("computed", "input"):
         return False, "in a Loop's body, kept in float32 and run op by op: planar"
-    if tail and costs.planar_tail_pays(spec):
+    if tail and costs.planar_tail_pays(spec, symbolic):
         return False, "on a path to the model's output that its runtime keeps in float32: planar"
     return True, f"the {target.name} target's runtime may store float tensors in bfloat16"
 
