@@ -579,6 +579,12 @@ def _choose_interleaved(
         return False, "in a Loop's body, kept in float32 and run op by op: planar"
     if tail and costs.planar_tail_pays(spec, symbolic):
         return False, "on a path to the model's output that its runtime keeps in float32: planar"
+    if tail:
+        return True, "kept in float32 on a path to the model's output: whole, faster than planar"
+    if fenced and grid_from == "shapes":
+        return True, "in a Loop's body, whole; a grid of shapes (planar: OpenVINO fails static)"
+    if fenced:
+        return True, "in a Loop's body, whole; a stored grid, its components first"
     return True, f"the {target.name} target's runtime may store float tensors in bfloat16"
 
 
@@ -698,7 +704,7 @@ def _choose_fraction(
         return False, ""
     if spec.padding_mode == "zeros" and not ring and not masked:
         return False, "zeros padding without a ring masks each tap's weight"
-    return True, "each axis' fraction, hi + lo: 1 - f and f made where the taps are summed"
+    return True, "each axis' fraction (hi + lo if bfloat16): 1 - f and f made where summed"
 
 
 def _choose_integer_indices(target: Target) -> tuple[bool, str]:
