@@ -496,9 +496,15 @@ class Emitter:
         return self.reshape(value, sizes())
 
     def shape(self, parts: list[int | ir.Value]) -> ir.Value:
-        """A 1-D int64 shape from ints and 1-D int64 values (one Constant when all are ints)."""
+        """A 1-D int64 shape from ints and 1-D int64 values (one Constant when all are ints).
+
+        Made once per lowered node for the same parts: OpenVINO runs symbolic sizes op by op.
+        """
         if all(isinstance(p, int) for p in parts):
             return self.const(parts, ir.DataType.INT64)
+        return self.once(("shape of", tuple(parts)), lambda: self._concat_shape(parts))
+
+    def _concat_shape(self, parts: list[int | ir.Value]) -> ir.Value:
         pieces, ints = [], []
         for part in parts:
             if isinstance(part, int):
