@@ -14,7 +14,7 @@ from gridsample_lower.cli.common import MODEL_PATH, Failure, read_model
 from gridsample_lower.lowering.attention import selected_attentions
 from gridsample_lower.lowering.inventory import find_gridsamples, inferred_types, name_unnamed
 from gridsample_lower.lowering.options import LoweringOptions
-from gridsample_lower.lowering.plan import node_plan
+from gridsample_lower.lowering.plan import in_float32_tail, node_plan
 from gridsample_lower.lowering.registry import support_matrix
 from gridsample_lower.lowering.targets import TARGETS
 from gridsample_lower.text import table
@@ -71,7 +71,7 @@ def inspect_one(model_path, _output, *, options: LoweringOptions, plans: bool) -
             row = site.describe()
             row["would"] = _would(site, selection)
             if plans and site.spec is not None:  # (the table stays narrow)
-                tail = site.reaches_output_through(selection.target.float32_tail)  # as lower
+                tail = in_float32_tail(site, selection.target)  # as lower plans it
                 plan = node_plan(site.spec, site.node, selection.target, tail=tail)
                 row["plan"] = plan.describe()
                 row["plan_reasons"] = {key: why for key, why in plan.why.items() if why}

@@ -13,7 +13,7 @@ from gridsample_lower.files.model_io import ModelFile
 from gridsample_lower.graphs import graphs
 from gridsample_lower.lowering.attention import selected_attentions
 from gridsample_lower.lowering.inventory import find_gridsamples, inferred_types, name_unnamed
-from gridsample_lower.lowering.plan import grid_origin
+from gridsample_lower.lowering.plan import grid_origin, in_float32_tail
 from gridsample_lower.lowering.selection import Selection
 
 __all__ = ["changes", "kept_and_rounded"]
@@ -47,7 +47,6 @@ def kept_and_rounded(model: onnx.ModelProto, selection: Selection) -> tuple[list
     """
     graph = ir.serde.deserialize_model(model)
     kept, rounded = [], []
-    tail = selection.target.float32_tail
     with inferred_types(graph):
         sites = find_gridsamples(graph)
         name_unnamed(graph, sites)
@@ -64,7 +63,7 @@ def kept_and_rounded(model: onnx.ModelProto, selection: Selection) -> tuple[list
             elif (
                 not all(_static(value) for value in site.node.inputs[:2])
                 and grid_origin(site.node.inputs[1]) == "input"
-                and not site.reaches_output_through(tail)
+                and not in_float32_tail(site, selection.target)
             ):
                 rounded.append(site.name)
     return kept, rounded

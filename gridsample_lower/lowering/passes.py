@@ -37,7 +37,7 @@ from gridsample_lower.lowering.inventory import (
     name_unnamed,
 )
 from gridsample_lower.lowering.native_taps import READER_KEY
-from gridsample_lower.lowering.plan import node_plan
+from gridsample_lower.lowering.plan import in_float32_tail, node_plan
 from gridsample_lower.lowering.registry import decompose
 from gridsample_lower.lowering.selection import Selection, selects
 from gridsample_lower.lowering.targets import Target, get_target
@@ -204,7 +204,7 @@ def _lower_sites(sites: list[Site], target: Target, tails: bool) -> None:
     """
     for site in sites:
         node, recorder = site.node, NodeRecorder()
-        tail = tails and site.reaches_output_through(target.float32_tail)
+        tail = tails and in_float32_tail(site, target)
         y = decompose(recorder, node, target, functools.partial(node_plan, tail=tail))
         for new in recorder.nodes:
             new.metadata_props.update(node.metadata_props)

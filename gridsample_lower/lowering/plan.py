@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx_ir as ir
 
@@ -35,6 +35,9 @@ from gridsample_lower.lowering.index_range import (
 )
 from gridsample_lower.lowering.targets import ELEMENTWISE, Target
 from gridsample_lower.spec import GridSampleSpec, compute_dtype
+
+if TYPE_CHECKING:
+    from gridsample_lower.lowering.inventory import Site
 
 __all__ = ["Plan", "node_plan", "plan_of"]
 
@@ -190,6 +193,14 @@ def node_plan(spec: GridSampleSpec, node: ir.Node, target: Target, tail: bool = 
     """
     shapes = [value.shape if value is not None else None for value in node.inputs[:2]]
     return plan_of(spec, *shapes, target, tail=tail, grid_from=grid_origin(node.inputs[1]))
+
+
+def in_float32_tail(site: Site, target: Target) -> bool:
+    """Whether ``lower`` plans ``site`` as in ``target``'s float32 tail (``plan_of``'s ``tail``).
+
+    Its output reaches a model output through the tail's ops alone (main graph only).
+    """
+    return site.reaches_output_through(target.float32_tail)
 
 
 def grid_origin(grid: ir.Value | None) -> str:

@@ -296,18 +296,20 @@ def _interleaved_taps(
     r, ct = spec.rank, compute_dtype(spec)
     taps = InterleavedTaps(em, r, ct)
     g = interleaved_grid(em, grid, spec)
-    kept = None  # kept in float32: one coordinate and floor, which positions and weights share
-    if plan.float32_kept:
-        coord = source_coordinate(em, g, ALL_AXES, spec, ct)
-        kept = coord, em.Floor(coord)
+
+    def coordinate(start: ir.Value) -> tuple[ir.Value, ir.Value]:
+        coord = source_coordinate(em, start, ALL_AXES, spec, ct)
+        return coord, em.Floor(coord)
+
+    # kept in float32: one coordinate and floor, which the taps and the weights share
+    shared = coordinate(g) if plan.float32_kept else None
 
     def floors(start: ir.Value) -> ir.Value:
-        return kept[1] if kept else em.Floor(source_coordinate(em, start, ALL_AXES, spec, ct))
+        return (shared or coordinate(start))[1]
 
     def weights(start: ir.Value, mask: ir.Value | None = None) -> ir.Value:
         """``(T, N, O.., r)`` from its own start; ``mask``: the taps inside X, 1 or 0."""
-        coord = kept[0] if kept else source_coordinate(em, start, ALL_AXES, spec, ct)
-        floor = kept[1] if kept else em.Floor(coord)
+        coord, floor = shared or coordinate(start)
         if plan.fraction:  # (1, N, O.., r): x - floor(x), each tap's |f - c| made where summed
             w = em.Sub(em.Add(coord, em.Sub(start, start)), floor)
         else:

@@ -34,7 +34,8 @@ def nearest(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, plan
         def rounded(start: ir.Value) -> ir.Value:
             return em.round_half_to_even(source_coordinate(em, start, ALL_AXES, spec, ct), ct)
 
-        if positions_exact(em, spec, plan):
+        exact = positions_exact(em, spec, plan)
+        if exact:
             index, mask = tap_indices(em, rounded(g), ALL_AXES, spec, ct)
             indices = planar(em, index, spec.rank, tapped=False)
             masks = planar(em, mask, spec.rank, tapped=False) if mask is not None else []
@@ -46,8 +47,7 @@ def nearest(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, plan
                 masks += [mask] if mask is not None else []
         for part in masks:
             inside = part if inside is None else em.logical_and(inside, part)
-        integers = not positions_exact(em, spec, plan)
-        return gather_and_combine(em, x, spec, plan, indices, inside=inside, integers=integers)
+        return gather_and_combine(em, x, spec, plan, indices, inside=inside, integers=not exact)
     for axis, g in enumerate(grid_coordinates(em, grid, spec)):
         tap = em.round_half_to_even(source_coordinate(em, g, axis, spec, ct), ct)
         index, mask = tap_indices(em, tap, axis, spec, ct)
