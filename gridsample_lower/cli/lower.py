@@ -20,11 +20,10 @@ from gridsample_lower.cli.output import (
     output_options,
     run_rewrites,
 )
-from gridsample_lower.cli.summary import changes, kept_and_rounded
+from gridsample_lower.cli.summary import changes, kept_gridsamples
 from gridsample_lower.lowering.api import lower_with_report
 from gridsample_lower.lowering.options import LoweringOptions
 from gridsample_lower.spec import UnsupportedGridSample
-from gridsample_lower.text import listed
 
 __all__ = ["lower"]
 
@@ -90,7 +89,7 @@ def lower_one(
     except (UnsupportedGridSample, ValueError) as error:
         raise Failure(f"{model_path}: {error}") from None
     selection = lowering.selection()
-    kept, rounded = kept_and_rounded(source.proto, selection)
+    kept = kept_gridsamples(source.proto, selection)
     record = {"output": str(dest.path), "lowered": dict(sorted(report.items())), "kept": kept}
     if not report:
         what = f"nothing to lower ({len(kept)} GridSample kept)" if kept else "no GridSample"
@@ -110,8 +109,4 @@ def lower_one(
         lines.append("ops added: " + ", ".join(change["ops_added"]))
     lines += [f"kept {item}" for item in kept]
     lines.append(f"wrote {dest.path}: {lowered_count} GridSample lowered, {verdict}")
-    if rounded and selection.target.symbolic_sizes_note:
-        advice = f"{selection.target.symbolic_sizes_note} ({listed(rounded, limit=3)})"
-        record["advice"] = advice
-        lines.append(f"note: {advice}")
     return Outcome(model_path, 0, lines, record)

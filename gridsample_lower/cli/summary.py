@@ -13,10 +13,9 @@ from gridsample_lower.files.model_io import ModelFile
 from gridsample_lower.graphs import graphs
 from gridsample_lower.lowering.attention import selected_attentions
 from gridsample_lower.lowering.inventory import find_gridsamples, inferred_types, name_unnamed
-from gridsample_lower.lowering.plan import grid_origin, in_float32_tail
 from gridsample_lower.lowering.selection import Selection
 
-__all__ = ["changes", "kept_and_rounded"]
+__all__ = ["changes", "kept_gridsamples"]
 
 
 def changes(source: ModelFile, result: onnx.ModelProto, written: Sequence[pathlib.Path]) -> dict:
@@ -36,17 +35,13 @@ def changes(source: ModelFile, result: onnx.ModelProto, written: Sequence[pathli
     }
 
 
-def kept_and_rounded(model: onnx.ModelProto, selection: Selection) -> tuple[list[str], list[str]]:
-    """Each GridSample ``selection`` keeps, named, with why; and those whose grid is rounded.
+def kept_gridsamples(model: onnx.ModelProto, selection: Selection) -> list[str]:
+    """Each GridSample ``selection`` keeps, named, with why.
 
-    The second list names the lowered nodes of symbolic sizes (which OpenVINO runs op by op)
-    whose grid comes straight from the model's inputs, outside the target's float32 tail: a
-    runtime storing bfloat16 rounds it before their lowering reads it (``plan.fenced`` keeps
-    the rest exact there). Judged on the input, as the pass judges it
-    (the lowered model is far larger to read).
+    Judged on the input, as the pass judges it (the lowered model is far larger to read).
     """
     graph = ir.serde.deserialize_model(model)
-    kept, rounded = [], []
+    named = []
     with inferred_types(graph):
         sites = find_gridsamples(graph)
         name_unnamed(graph, sites)
@@ -59,18 +54,8 @@ def kept_and_rounded(model: onnx.ModelProto, selection: Selection) -> tuple[list
             else:
                 why = selection.why_kept(site.node.name, site.spec, site.node)
             if why:
-                kept.append(f"{site.name} ({why})")
-            elif (
-                not all(_static(value) for value in site.node.inputs[:2])
-                and grid_origin(site.node.inputs[1]) == "input"
-                and not in_float32_tail(site, selection.target)
-            ):
-                rounded.append(site.name)
-    return kept, rounded
-
-
-def _static(value: ir.Value | None) -> bool:
-    return value is not None and value.shape is not None and value.shape.is_static()
+                named.append(f"{site.name} ({why})")
+    return named
 
 
 def _op_counts(model: onnx.ModelProto) -> collections.Counter[str]:

@@ -475,7 +475,7 @@ def lower_attention(
     index is into every level's planes, zeros padding reading a ring around each level.
     """
     em = _Levels(builder, attention.name, attention, target)
-    if _fenced(em, attention.spec.mode):  # symbolic sizes: in a branch kept in float32
+    if _fenced(em):  # symbolic sizes: in a branch kept in float32
         y = em.fenced(lambda body: _attention_samples(body, attention, kept=True))
     else:
         y = _attention_samples(em, attention)
@@ -598,12 +598,12 @@ def _merged(em: _Levels) -> bool:
     return _every_level(em, lambda symbolic, origin: choose_merged(True, symbolic, *origin))
 
 
-def _fenced(em: _Levels, mode: str) -> bool:
+def _fenced(em: _Levels) -> bool:
     """Whether the attention runs in a Loop's body, kept in float32.
 
-    As node by node (``plan.choose_fenced``), every level's grid alike.
+    As node by node (``plan.choose_fenced``): where any level's or grid's size is symbolic.
     """
-    return _every_level(em, lambda symbolic, origin: choose_fenced(mode, symbolic, *origin))
+    return _every_level(em, lambda symbolic, _: choose_fenced(symbolic, em.target, tail=False))
 
 
 def _every_level(em: _Levels, choose) -> bool:

@@ -541,8 +541,7 @@ STRATEGIES = [
         "symbolic sizes on a target whose runtime runs them op by op, storing bfloat16 by "
         "default, but keeps each graph's tail in float32, a Loop's body too (openvino): the "
         "lowering runs in the body of a Loop run once (its trip count X's size >= 0); not in "
-        "the float32 tail, nor for nearest reading its grid straight from the model's inputs "
-        "(rounded as it enters)",
+        "the float32 tail",
     ),
     Strategy(
         "float32_kept",

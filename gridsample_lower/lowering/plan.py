@@ -341,7 +341,7 @@ def plan_of(
         combine, why["sum"] = str(force.pop("sum")), "forced"
     if "tiled" in force:
         tiled = rows and bool(force.pop("tiled"))
-    fenced, why["fenced"] = choose_fenced(spec.mode, given.symbolic, target, tail, grid_from)
+    fenced, why["fenced"] = choose_fenced(given.symbolic, target, tail)
     kept = target.reduced_storage and (tail or fenced)
     interleaved, why["interleaved"] = _choose_interleaved(
         spec, target, tail, fenced, grid_from, given.symbolic
@@ -653,18 +653,16 @@ def choose_components_first(
     return True, "a stored grid: one Transpose first, none after the coordinates"
 
 
-def choose_fenced(
-    mode: str, symbolic: bool, target: Target, tail: bool, grid_from: str
-) -> tuple[bool, str]:
+def choose_fenced(symbolic: bool, target: Target, tail: bool) -> tuple[bool, str]:
     """Whether the lowering runs in the body of a Loop run once, kept in float32 so.
 
     OpenVINO runs symbolic sizes op by op, each value stored in bfloat16 at its default
     precision, except in a graph's tail, which it keeps in float32: the Loop's body is a graph
     of its own, all tail. The TorchScript STN as exported erred by 0.34 (native 0.15), 0.16
-    fenced; a Deformable DETR's attention 0.021 (native 0.002), 0.002 fenced. What enters the
-    Loop is stored as before: a grid read from the model's inputs, rounded there to bfloat16,
-    still errs for linear and cubic (0.15 fenced, 4.3 not, native 0.007), and for nearest
-    more than unfenced (3.7 against 0.010 with zeros padding), so nearest keeps it unfenced.
+    fenced; a Deformable DETR's attention 0.021 (native 0.002), 0.002 fenced. A grid read
+    straight from the model's inputs enters the Loop in float32 (OpenVINO 2026.4): fenced,
+    GridSample -> Conv errs as native does (nearest 0.0066 where it erred 2.75 unfenced at
+    20x300, 3.7-4.2 with border or reflection at 32x40; linear and cubic equal to native).
     """
     if not target.float32_bodies:
         return False, ""
@@ -672,8 +670,6 @@ def choose_fenced(
         return False, "static sizes: fused kernels keep the coordinates in float32"
     if tail:
         return False, "in the float32 tail: kept in float32 already"
-    if mode == "nearest" and grid_from == "input":
-        return False, "a grid from the model's inputs would enter the Loop rounded to bfloat16"
     return True, f"{target.name} runs symbolic sizes op by op, storing bfloat16 by default"
 
 

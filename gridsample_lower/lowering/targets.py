@@ -133,9 +133,6 @@ class Target:
     # op by op, each value stored in bfloat16: a lowering of symbolic sizes then runs in the
     # body of a Loop run once (``plan.fenced``).
     float32_bodies: bool = False
-    # What a user must know where a lowered GridSample has symbolic sizes (the command line
-    # says it after lowering such a node), or "".
-    symbolic_sizes_note: str = ""
 
     def __post_init__(self) -> None:
         if _takes_spec_only(self.keeps):  # written before targets could see the node
@@ -397,14 +394,6 @@ TARGETS: dict[str, Target] = {
             offsets_at_gather=True,
             fuses_attention=True,
             attention_planes=True,
-            symbolic_sizes_note=(
-                "OpenVINO runs symbolic sizes op by op, unfused, each value stored in bfloat16 "
-                "at its default precision where the CPU has it: these lowered GridSamples read "
-                "their grid straight from the model's inputs, rounded so before their lowering "
-                "reads it, and may err (linear 0.15 where native errs 0.007); reshape the model "
-                "to static sizes before compile_model, or compile with "
-                "INFERENCE_PRECISION_HINT f32"
-            ),
         ),
         Target(
             "tensorrt",

@@ -325,35 +325,3 @@ def test_a_check_that_compares_nothing_writes_nothing(tmp_path):
     assert result.returncode == 2 and not out.exists()
     assert "dimension 'N' must be at least 1, not 0" in result.stderr
     assert len(result.stderr.splitlines()) == 1
-
-
-def test_lower_for_openvino_warns_where_a_lowered_node_has_symbolic_sizes(tmp_path):
-    """OpenVINO fuses nothing at symbolic sizes, where its default bfloat16 rounds a grid
-    read from the model's inputs before the openvino target's lowering reads it: lower says
-    so, naming the node; not for static sizes, nor for a grid made by an op (which the
-    lowering reads as native does, in a Loop's body kept in float32), nor for one whose output
-    reaches the model's through elementwise ops alone (float32 there)."""
-    for x_shape, made, tail, warned in [
-        (["N", 3, "H", "W"], False, False, True),
-        ([1, 3, 6, 5], False, False, False),
-        (["N", 3, "H", "W"], True, False, False),
-        (["N", 3, "H", "W"], False, True, False),
-    ]:
-        model = tmp_path / "model.onnx"
-        proto = gridsample_model(x_shape, [1, 4, 3, 2], "linear", "border")
-        gs = proto.graph.node[-1]
-        if made:  # the grid transposed twice: a move's output
-            proto.graph.node.insert(0, onnx.helper.make_node("Transpose", [gs.input[1]], ["t"]))
-            proto.graph.node.insert(1, onnx.helper.make_node("Transpose", ["t"], ["moved"]))
-            gs.input[1] = "moved"
-        if not tail:  # Y = MatMul(GridSample(...), I): bfloat16 before a MatMul
-            eye = onnx.numpy_helper.from_array(np.eye(3, dtype=np.float32), "eye")
-            proto.graph.initializer.append(eye)
-            proto.graph.node.append(onnx.helper.make_node("MatMul", ["s", "eye"], [gs.output[0]]))
-            gs.output[0] = "s"
-        onnx.save(proto, model)
-        out = tmp_path / "out.onnx"
-        result = cli("lower", model, "-o", out, "--target", "openvino", "--lower-all")
-        assert result.returncode == 0, result.stderr
-        assert ("note: OpenVINO runs symbolic sizes op by op" in result.stdout) == warned
-        assert ("'gs'" in result.stdout.splitlines()[-1]) == warned

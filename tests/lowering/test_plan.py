@@ -679,7 +679,7 @@ FENCED_CASES = [  # (why, spec, x_shape, grid_shape, where, fenced)
     ("a computed grid", NEAREST, SYMBOLIC_X, ["N", 8, 8, 2], {"grid_from": "computed"}, True),
     ("a grid of shapes", CUBIC, SYMBOLIC_X, ["N", 8, 8, 2], {"grid_from": "shapes"}, True),
     ("linear from an input", LINEAR, SYMBOLIC_X, ["N", 8, 8, 2], {}, True),
-    ("nearest from an input", NEAREST, SYMBOLIC_X, ["N", 8, 8, 2], {}, False),
+    ("nearest from an input", NEAREST, SYMBOLIC_X, ["N", 8, 8, 2], {}, True),
     ("in the float32 tail", LINEAR, SYMBOLIC_X, ["N", 8, 8, 2], {"tail": True}, False),
     ("static sizes", LINEAR, [1, 3, 8, 8], [1, 8, 8, 2], {"grid_from": "stored"}, False),
 ]
@@ -691,7 +691,7 @@ INTERLEAVED_CASES = [  # (why, spec, x_shape, grid_shape, where, interleaved)
     ("a grid from an input, fenced", CUBIC, SYMBOLIC_X, ["N", 8, 8, 2], {}, False),
     ("a stored grid, fenced", LINEAR, SYMBOLIC_X, ["N", 8, 8, 2], {"grid_from": "stored"}, True),
     ("of shapes, fenced", LINEAR, SYMBOLIC_X, ["N", 8, 8, 2], {"grid_from": "shapes"}, True),
-    ("nearest from an input, unfenced", NEAREST, SYMBOLIC_X, ["N", 8, 8, 2], {}, True),
+    ("nearest from an input, fenced", NEAREST, SYMBOLIC_X, ["N", 8, 8, 2], {}, False),
     ("linear in the tail", LINEAR, SYMBOLIC_X, ["N", 8, 8, 2], {"tail": True}, True),
     ("cubic in the tail, static", CUBIC, [1, 3, 8, 8], [1, 8, 8, 2], {"tail": True}, True),
     ("cubic in the tail, symbolic", CUBIC, SYMBOLIC_X, ["N", 8, 8, 2], {"tail": True}, False),
@@ -703,7 +703,7 @@ KEPT_CASES = [  # (why, spec, x_shape, grid_shape, where, float32_kept)
     ("fenced", LINEAR, SYMBOLIC_X, ["N", 8, 8, 2], {"grid_from": "stored"}, True),
     ("in the float32 tail", LINEAR, [1, 3, 8, 8], [1, 8, 8, 2], {"tail": True}, True),
     ("static sizes", LINEAR, [1, 3, 8, 8], [1, 8, 8, 2], {"grid_from": "stored"}, False),
-    ("nearest from an input, unfenced", NEAREST, SYMBOLIC_X, ["N", 8, 8, 2], {}, False),
+    ("nearest from an input, fenced", NEAREST, SYMBOLIC_X, ["N", 8, 8, 2], {}, True),
 ]
 
 
@@ -742,9 +742,8 @@ def test_openvinos_forms_are_taken_where_they_pay_and_are_safe(
     transposed after; not one OpenVINO would read in float32, nor one of shapes, nor a short
     last axis (merged instead where sizes are symbolic). ``plan.fenced``: OpenVINO runs
     symbolic sizes op by op, storing bfloat16, but keeps each graph's tail in float32, a Loop's
-    body too; not where its fused kernels or its tail keep float32 already, nor for nearest
-    reading a grid straight from the model's inputs (rounded as it enters the Loop: exact
-    unfenced with zeros padding)."""
+    body too, which a grid read straight from the model's inputs enters in float32; not where
+    its fused kernels or its tail keep float32 already."""
     plan = plan_of(spec, x_shape, grid_shape, get_target("openvino"), **where)
     assert getattr(plan, field) == taken, plan.why.get(field)
     assert not (plan.components_first and plan.merged)
