@@ -517,11 +517,13 @@ def _attention_samples(em: _Levels, attention: DeformableAttention, kept: bool =
             floor = em.Floor(coord)
             coord = em.Add(coord, em.Sub(g, g))  # g - g: 0 or NaN
         w = kernel.weights(em, coord, floor, taps)
-        positions, within = em.Add(floor, taps(kernel.offsets)), None
+        within = None
         if ring:  # zeros: every tap on the level padded by a ring, the floor clamped onto it
             base = ring_base(em, floor, axis, kernel.offsets, ct)
             positions = em.Add(base, taps([o + ring for o in kernel.offsets]))
-        elif spec.padding_mode != "border":  # zeros: clamped, and where; reflection: folded
+        else:
+            positions = em.Add(floor, taps(kernel.offsets))
+        if not ring and spec.padding_mode != "border":  # zeros: clamped, masked; reflection
             positions, within = tap_indices(em, positions, axis, spec, ct)
         # Positions are within 2**23 + 4 of the axis (``source_coordinate`` bounds or folds
         # the coordinate): int32, whose arithmetic onnxruntime runs 3-5x faster than int64's.

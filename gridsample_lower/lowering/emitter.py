@@ -174,7 +174,8 @@ class Emitter:
             recorder = NodeRecorder()
             view = self.branch(recorder, f"{name}/{label.split('_')[0]}")
             output = build(view)
-            branches[label] = ir.Graph([], [output], nodes=recorder.nodes, name=view.name)
+            nodes = recorder.live([output])
+            branches[label] = ir.Graph([], [output], nodes=nodes, name=view.name)
         return self._op.op("If", condition, _name=name, _outputs=[name], **branches)
 
     def fenced(self, build: Callable[[Emitter], ir.Value]) -> ir.Value:
@@ -198,7 +199,7 @@ class Emitter:
         count = ir.Value(name=f"{name}/body/i", type=ir.TensorType(int64), shape=scalar)
         go = ir.Value(name=f"{name}/body/go", type=ir.TensorType(ir.DataType.BOOL), shape=scalar)
         outputs = [body.Identity(go), build(body)]
-        graph = ir.Graph([count, go], outputs, nodes=recorder.nodes, name=body.name)
+        graph = ir.Graph([count, go], outputs, nodes=recorder.live(outputs), name=body.name)
         once = self.Cast(always, to=int64)
         stacked = self._op.op("Loop", once, None, _name=name, _outputs=[name], body=graph)
         return self.Squeeze(stacked, self.const([0], int64))
@@ -237,6 +238,11 @@ class Emitter:
         """The static size of X's ``axis``, or None when it is symbolic."""
         dim = self._x_shape[axis] if self._x_shape is not None else None
         return dim if isinstance(dim, int) else None
+
+    def static_size(self, axes: range) -> int | None:
+        """prod(X.shape[axes]) where each of them is static, else None; emits nothing."""
+        dims = [self.x_dim(a) for a in axes]
+        return None if None in dims else math.prod(dims)
 
     def x_size(self, axes: range, dtype: ir.DataType, fn: Callable[[float], float] = float) -> Any:
         """``fn(prod(X.shape[axes]))`` as a scalar of ``dtype`` (``fn`` must be affine)."""
@@ -560,6 +566,29 @@ class NodeRecorder:
         node = ir.Node("", op_type, inputs, attributes, outputs=outputs, name=_name)
         self.nodes.append(node)
         return outputs[0] if len(outputs) == 1 else outputs
+
+    def live(self, outputs: list[ir.Value]) -> list[ir.Node]:
+        """The recorded nodes ``outputs`` need, in order: what was made and not used is left.
+
+        (A scalar Where takes as its (1,) twin, a size a form decided against.)
+        """
+        needed = {id(value) for value in outputs}
+        kept = []
+        for node in reversed(self.nodes):
+            if any(id(value) in needed for value in node.outputs):
+                kept.append(node)
+                needed.update(id(value) for value in _reads(node))
+        return kept[::-1]
+
+
+def _reads(node: ir.Node) -> list[ir.Value]:
+    """``node``'s inputs, and the values its subgraphs read from outer scopes."""
+    values = [value for value in node.inputs if value is not None]
+    for attribute in node.attributes.values():
+        if isinstance(attribute.value, ir.Graph):
+            for inner in ir.traversal.RecursiveGraphIterator(attribute.value):
+                values.extend(value for value in inner.inputs if value is not None)
+    return values
 
 
 def _attr(name: str, value: Any) -> Any:

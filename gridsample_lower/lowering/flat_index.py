@@ -213,8 +213,8 @@ def _static_table(
     em: Emitter, rank: int, offsets: Sequence[float], points: int
 ) -> np.ndarray | None:
     """``tap_table``'s values where X's strides are static, else None."""
-    strides = [em.stride(axis) for axis in range(rank)]
-    if not all(isinstance(s, int) for s in strides):
+    strides = [em.static_size(range(3 + axis, 2 + rank)) for axis in range(rank)]
+    if None in strides:
         return None
     shaped = [per_tap(offsets, a, rank, points) for a in range(rank)]
     return sum(o * s for o, s in zip(shaped, strides, strict=True))
@@ -232,16 +232,16 @@ def _strided_sum(em: Emitter, values: Sequence[ir.Value], rank: int, dtype: ir.D
 
 def samples_size(em: Emitter, rank: int, dtype: ir.DataType) -> ir.Value:
     """``N * S``, one constant when both are static: the zero row past every sample's rows."""
-    batch, spatial = em.x_dim(0), em.sample_size
-    if batch is not None and isinstance(spatial, int):
+    batch, spatial = em.x_dim(0), em.static_size(range(2, 2 + rank))
+    if batch is not None and spatial is not None:
         return em.const(batch * spatial, dtype)
     return em.Mul(em.x_size(range(2, 2 + rank), dtype), em.x_size(range(0, 1), dtype))
 
 
 def batch_offsets(em: Emitter, rank: int, dtype: ir.DataType) -> ir.Value:
     """``n * S`` shaped ``(N, 1, 1)``, to add to the ``(N, K, P)`` sample_type-sample indices."""
-    batch, size = em.x_dim(0), em.sample_size
-    if batch is not None and isinstance(size, int):  # one constant, no Mul to fold
+    batch, size = em.x_dim(0), em.static_size(range(2, 2 + rank))
+    if batch is not None and size is not None:  # one constant, no Mul to fold
         return em.const(np.arange(batch).reshape(batch, 1, 1) * size, dtype)
     spatial = em.x_size(range(2, 2 + rank), dtype)
     if batch is not None:

@@ -290,16 +290,15 @@ def _chain_taps(
         weights = em.reshape(weights, [n, taps, total] if planes else [n, taps, total, 1])
     y = None
     for k in range(taps):  # a chain of Adds: 10% faster than one Sum of every tap
-        tap = em.index(k)
-        index = em.Add(flat, starts[k]) if starts else em.Gather(flat, tap, axis=1)
+        index = em.Add(flat, starts[k]) if starts else em.Gather(flat, em.index(k), axis=1)
         values = em.Gather(rows, index, axis=1 if planes else 0)
         if kept is not None:  # an outside tap adds 0, whatever pixel it was clamped to
-            values = em.Where(em.Gather(kept, tap, axis=1), values, _zero(em, dtype))
+            values = em.Where(em.Gather(kept, em.index(k), axis=1), values, _zero(em, dtype))
         if apart:  # tap k is (t_0, .., t_r-1), the last axis' tap innermost
             for a, w in enumerate(axis_weights):
                 values = em.Mul(values, w[k // per_axis ** (len(weights) - 1 - a) % per_axis])
         elif weights is not None:
-            values = em.Mul(values, em.Gather(weights, tap, axis=1))
+            values = em.Mul(values, em.Gather(weights, em.index(k), axis=1))
         y = values if y is None else em.Add(y, values)
     return y
 

@@ -149,17 +149,16 @@ def _axis_reads(em: Emitter, g, coord, size: int, spec: GridSampleSpec, reader: 
         tap = _round_half_to_even(em, coord, ct)
         return _pad_taps(em, tap, size, spec, ct), None, 1
     x = em.Add(coord, em.Sub(g, g))  # g - g: 0, or NaN for a NaN or infinite grid value
-    floor = em.Floor(coord)
-    t = em.Sub(x, floor)
     if spec.mode == "linear" and reader == "samples":  # (reflection) one sample, weight 1
         one = em.const(1.0, ct)  # 1, or NaN for a NaN or infinite grid value, as the reference
         return _pad_samples(em, x, size, spec, ct), em.Add(em.Sub(g, g), one), 1
+    floor = em.Floor(coord)
     if spec.mode == "linear":
         one = em.const(1.0, ct)
         positions = [floor, em.Add(floor, one)]
         weights = [em.Abs(em.Sub(x, em.Add(floor, one))), em.Abs(em.Sub(x, floor))]
     else:
-        weights = _cubic_weights(em, t, ct)
+        weights = _cubic_weights(em, em.Sub(x, floor), ct)
         if reader == "samples":
             inner = em.Add(weights[1], weights[2])
             at = em.Add(floor, em.Div(weights[2], inner))
@@ -220,13 +219,12 @@ def _pad_samples(em: Emitter, at: ir.Value, size: int, spec: GridSampleSpec, ct)
 def _reflect(em: Emitter, at: ir.Value, size: int, spec: GridSampleSpec, ct) -> ir.Value:
     """Reflection about 0 and L-1 (align_corners=1) or -0.5 and L-0.5, within a few periods."""
     period = em.const(_period(size, spec), ct)
-    half = em.const(0.5, ct)
     if not spec.align_corners:
-        at = em.Add(at, half)
+        at = em.Add(at, em.const(0.5, ct))
     at = em.Abs(at)
     folded = em.Sub(at, em.Mul(em.Floor(em.Div(at, period)), period))
     folded = em.Min(folded, em.Sub(period, folded))  # (a period off is the same reflection)
-    return folded if spec.align_corners else em.Sub(folded, half)
+    return folded if spec.align_corners else em.Sub(folded, em.const(0.5, ct))
 
 
 def _stack(em: Emitter, values: list[ir.Value], ct) -> ir.Value:

@@ -206,12 +206,11 @@ def _lower_sites(sites: list[Site], target: Target, tails: bool) -> None:
         node, recorder = site.node, NodeRecorder()
         tail = tails and in_float32_tail(site, target)
         y = decompose(recorder, node, target, functools.partial(node_plan, tail=tail))
-        for new in recorder.nodes:
+        nodes = recorder.live([y])
+        for new in nodes:
             new.metadata_props.update(node.metadata_props)
             new.metadata_props.pop(READER_KEY, None)  # (the rule's mark; the sites are known)
-        ir.convenience.replace_nodes_and_values(
-            node.graph, node, [node], recorder.nodes, node.outputs, [y]
-        )
+        ir.convenience.replace_nodes_and_values(node.graph, node, [node], nodes, node.outputs, [y])
 
 
 def _lower_attentions(attentions: list[DeformableAttention], target: Target) -> None:
