@@ -8,6 +8,7 @@ Numpy and the standard library only: it is imported in the runtimes' own environ
 
 from __future__ import annotations
 
+import pathlib
 import statistics
 import time
 
@@ -29,6 +30,20 @@ CONFIGS_2D = [  # (mode, padding, align_corners)
     ("linear", "reflection", 0),
     ("cubic", "zeros", 0),
 ]
+
+
+def before_after_options(parser, rounds: int) -> None:
+    """A bench's options to time this checkout's lowered models against an earlier one's.
+
+    ``--save DIR`` (run by the earlier checkout), ``--before DIR``; ``--only`` (cases whose
+    label has it), ``--rounds``, ``--budget`` (seconds per variant a round), ``--out``.
+    """
+    parser.add_argument("--before", type=pathlib.Path, help="lowered models saved by --save")
+    parser.add_argument("--save", type=pathlib.Path, help="save this checkout's lowered models")
+    parser.add_argument("--only", action="append", default=[], help="cases whose label has it")
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--budget", type=float, default=0.1, help="seconds per variant a round")
+    parser.add_argument("--out", type=pathlib.Path)
 
 
 def median_ms(calls: dict, rounds: int, budget: float) -> dict[str, float]:

@@ -26,7 +26,7 @@ import sys
 import numpy as np
 import onnx
 import openvino as ov
-from common import CONFIGS_2D, SHAPES_2D, median_ms  # (bench/ is on the path)
+from common import CONFIGS_2D, SHAPES_2D, before_after_options, median_ms  # (bench/ is on the path)
 
 from gridsample_lower import lower
 
@@ -62,12 +62,7 @@ def error(model: onnx.ModelProto, feeds: dict, truth: np.ndarray) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--before", type=pathlib.Path, help="lowered models saved by --save")
-    parser.add_argument("--save", type=pathlib.Path, help="save this checkout's lowered models")
-    parser.add_argument("--only", action="append", default=[], help="cases whose label has it")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--budget", type=float, default=0.1, help="seconds per variant a round")
-    parser.add_argument("--out", type=pathlib.Path)
+    before_after_options(parser, rounds=5)
     args = parser.parse_args()
     variants = ["after", *(["before"] if args.before else [])]
     columns = ["case", "mode"] + [f"{v} / native" for v in variants]
@@ -93,7 +88,7 @@ def main() -> None:
             calls = {}
             for name, m in models.items():
                 request = compiled(m, feeds, F32_ONE_THREAD, static).create_infer_request()
-                calls[name] = lambda request=request: request.infer(feeds)
+                calls[name] = lambda request=request, feeds=feeds: request.infer(feeds)
             ms = median_ms(calls, args.rounds, args.budget)
             cells = [label, "reshaped" if static else "as exported"]
             cells += [f"{ms[v] / ms['native']:.2f}" for v in variants]

@@ -21,13 +21,12 @@ import argparse
 import collections
 import json
 import os
-import pathlib
 import re
 
 import numpy as np
 import onnx
 import openvino as ov
-from common import median_ms  # (bench/ is on the path)
+from common import before_after_options, median_ms  # (bench/ is on the path)
 from run import Case, cases, session
 
 from gridsample_lower import lower
@@ -105,13 +104,8 @@ def gathers_over_native(native: onnx.ModelProto, lowered: onnx.ModelProto, feeds
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--before", type=pathlib.Path, help="lowered models saved by --save")
-    parser.add_argument("--save", type=pathlib.Path, help="save this checkout's lowered models")
-    parser.add_argument("--only", action="append", default=[], help="cases whose label has it")
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--budget", type=float, default=0.1, help="seconds per variant a round")
+    before_after_options(parser, rounds=7)
     parser.add_argument("--profile", action="store_true")
-    parser.add_argument("--out", type=pathlib.Path)
     args = parser.parse_args()
     rows = []
     columns = ["case", "shape", "native ms", "before ms", "after ms"]
