@@ -269,21 +269,27 @@ class Emitter:
         dims = [self.x_dim(2 + a) for a in axes]
         if all(d is not None for d in dims):
             return self.grid_vector([fn(d) for d in dims], dtype)
-        layout = (self.merged_axes, self.components_first)
+        layout, offset, slope = (self.merged_axes, self.components_first), fn(0), fn(1) - fn(0)
+        vector = self.once(("sizes", dtype), lambda: self._component_sizes(dtype, axes))
         return self.once(
-            ("interleaved", layout, dtype, fn(0), fn(1)),
-            lambda: self._over_width(
-                self.Concat(
-                    *[
-                        self.Unsqueeze(
-                            self.axis_size(a, dtype, fn), self.const([0], ir.DataType.INT64)
-                        )
-                        for a in axes
-                    ],
-                    axis=0,
-                )
-            ),
+            ("interleaved", layout, dtype, offset, slope),
+            lambda: self._over_width(self._affine(vector, dtype, offset, slope)),
         )
+
+    def _component_sizes(self, dtype: ir.DataType, axes: list[int]) -> ir.Value:
+        """X's spatial sizes as one ``(r,)`` vector of ``dtype``, in the grid's order (x first).
+
+        One Shape, Gather and Cast (OpenVINO runs symbolic sizes op by op); each axis' size
+        apart where the target takes a shape only from Shape and single dimensions (tract, TVM).
+        """
+        int64 = ir.DataType.INT64
+        if not self.target.allows("ReduceProd"):
+            sizes = [self.Unsqueeze(self.axis_size(a, dtype), self.const([0], int64)) for a in axes]
+            return self.Concat(*sizes, axis=0)
+        shape = self.Shape(self._x, start=2, end=2 + self.rank)
+        if self.rank > 1:
+            shape = self.Gather(shape, self.const(axes, int64))  # (spatial axis a: item a)
+        return self.Cast(shape, to=dtype)
 
     def grid_vector(self, vector: list[float], dtype: ir.DataType) -> ir.Value:
         """A constant per grid component, ``(r,)``, to broadcast over the grid as it is.
