@@ -574,9 +574,10 @@ class NodeRecorder:
         return outputs[0] if len(outputs) == 1 else outputs
 
     def live(self, outputs: list[ir.Value]) -> list[ir.Node]:
-        """The recorded nodes ``outputs`` need, in order: what was made and not used is left.
+        """The recorded nodes ``outputs`` need, in order; the others are left out.
 
-        (A scalar Where takes as its (1,) twin, a size a form decided against.)
+        What was made and then not used: a scalar constant a Where took as its (1,) twin
+        (``Target.where_scalars``), a size a form asked for and then decided against.
         """
         needed = {id(value) for value in outputs}
         kept = []
