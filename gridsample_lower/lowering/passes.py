@@ -225,18 +225,14 @@ def _lower_attentions(attentions: list[DeformableAttention], target: Target) -> 
         replaced = lower_attention(recorder, attention, target)
         mul = attention.nodes[-2]
         graph = mul.graph
-        for new in recorder.nodes:  # (an exporter's source location, say)
+        nodes = recorder.live(list(replaced.values()))
+        for new in nodes:  # (an exporter's source location, say)
             new.metadata_props.update(attention.samplers[0].metadata_props)
         inputs = {v for node in attention.nodes for v in node.inputs if v is not None}
         ir.convenience.replace_nodes_and_values(
-            graph,
-            mul,
-            list(attention.nodes),
-            recorder.nodes,
-            list(replaced),
-            list(replaced.values()),
+            graph, mul, list(attention.nodes), nodes, list(replaced), list(replaced.values())
         )
-        _remove_unused({v.producer() for v in inputs} | set(recorder.nodes), graph)
+        _remove_unused({v.producer() for v in inputs}, graph)
         if any(replaced[v].uses() for v in attention.shapes):  # read before the Mul
             graph.sort()
 
