@@ -2,10 +2,11 @@ r"""GridSample on LiteRT (TFLite through onnx2tf): onnx2tf's emulation vs the li
 
 onnx2tf has no GridSample op to map to; it emulates the node with TensorFlow ops. This script
 converts, for each case, the one-node GridSample model (that emulation), its lowering for the
-``litert`` target and for ``generic`` (the default), checks every converted model on the TFLite
-interpreter against onnxruntime's own kernel (the numpy reference where onnxruntime has none:
-1-D, 3-D cubic), and times them in interleaved rounds with one interpreter thread. A wrong
-result is marked in the table, never timed away.
+``litert`` target (``--lower-all``) and for ``generic`` (the default), checks every converted
+model on the TFLite interpreter against onnxruntime's own kernel (the numpy reference where
+onnxruntime has none: 1-D, 3-D cubic), and times them in interleaved rounds with one
+interpreter thread. A wrong result is marked in the table, never timed away. The last column is
+what ``--target litert`` gives without ``--lower-all``: the emulation where it keeps the node.
 
 Two sets: ``--set bench`` (bench/run.py's shapes and configurations, timed) and ``--set
 correct`` (every mode, padding and align_corners at ranks 1-3, batch 2 or ``--batch 1``, small
@@ -116,6 +117,7 @@ def _make(cases: list[dict], directory: pathlib.Path, seed: int) -> None:
     """Writes each case's models, inputs and expected output, and manifest.json."""
     import onnx
 
+    from gridsample_lower import lower
     from gridsample_lower.check.reference import grid_sample
     from gridsample_lower.models import gridsample_model
 
@@ -133,6 +135,10 @@ def _make(cases: list[dict], directory: pathlib.Path, seed: int) -> None:
         for variant in case["variants"]:
             if variant != "emulation":
                 models[variant] = _lowered(model, variant)
+        # What `--target litert` chooses without --lower-all: the node kept (the emulation) or
+        # its lowering (the "litert" variant, lowered with --lower-all).
+        chosen = lower(model, target="litert")
+        case["kept"] = any(n.op_type == "GridSample" for n in chosen.graph.node)
         for variant, m in models.items():
             m.ir_version = min(m.ir_version, 10)  # onnx 1.19 reads up to 11
             onnx.save(m, folder / f"{variant}.onnx")
@@ -346,6 +352,7 @@ def _markdown(results: list[dict], timed: bool) -> str:
     head = ["case", "truth"] + [f"{v} ms" if timed else v for v in variants]
     if timed:
         head += [f"{v} / emulation" for v in variants if v != "emulation"]
+        head += ["the target's choice / emulation"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in results:
         case, got = row["case"], row["variants"]
@@ -366,6 +373,12 @@ def _markdown(results: list[dict], timed: bool) -> str:
                     continue
                 ms = got.get(v, {}).get("ms")
                 cells.append(f"{ms / base:.2f}" if ms and base else "-")
+            if case.get("kept"):
+                cells.append("1 (kept: the emulation)")
+            elif "litert / emulation" in head:
+                cells.append(cells[head.index("litert / emulation")])
+            else:
+                cells.append("-")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -319,6 +319,27 @@ def _linear_zeros_border(spec: GridSampleSpec, node: ir.Node | None = None) -> b
     )
 
 
+def _litert_keeps(spec: GridSampleSpec, node: ir.Node | None = None) -> bool:
+    """What onnx2tf 1.29.24's emulation computes right and faster than the litert lowering.
+
+    Linear with zeros or border padding, float32, ranks 1-3: right in every configuration of
+    bench/litert.py's correct set (batch 1 and 2, grids to +-2.5; symbolic sizes too), and
+    faster at every bench shape but sparse points (the lowering / it: 1.04-1.77; 4096 points
+    of a 32x128x128 X with zeros padding 0.89-1.28). onnx2tf puts a negative-index guard of
+    four ops before every Gather of computed indices, which costs the lowering more than its
+    gathers do. Its nearest is wrong on half-way coordinates and its cubic with border or
+    reflection padding; the lowering's reflection runs as fast or faster (0.85-1.31, 1.31
+    where C = H = W makes the emulation wrong).
+    """
+    return (
+        spec.rank in (1, 2, 3)
+        and spec.x_dtype == ir.DataType.FLOAT
+        and spec.grid_dtype == ir.DataType.FLOAT
+        and spec.mode == "linear"
+        and spec.padding_mode in ("zeros", "border")
+    )
+
+
 # What pnnx (20261020) cannot map to an ncnn layer, or maps wrongly (bench/mnn_ncnn.py):
 # data-dependent gathers (ncnn has none), comparisons, Where, logical ops and Cast (no bool or
 # integer values), Round, Mod and Sign (no kernel, or a crash), Pad with tensor pads, Range and
@@ -446,9 +467,10 @@ TARGETS: dict[str, Target] = {
         ),
         Target(
             "litert",
-            "LiteRT via onnx2tf: lower everything (onnx2tf's emulation is wrong for cubic), "
-            "row Gathers with int32 indices computed in float32, no Where for nearest's mask; "
-            "no GatherND, GatherElements, And, Mod, Clip or MatMul",
+            "LiteRT via onnx2tf: keep float32 linear with zeros or border padding (onnx2tf's "
+            "emulation is right and faster there), lower the rest (its nearest and cubic are "
+            "wrong) with row Gathers, int32 indices computed in float32, no Where for "
+            "nearest's mask; no GatherND, GatherElements, And, Mod, Clip or MatMul",
             # onnx2tf turns GatherElements into GATHER_ND over a built coordinate table (13-20x
             # slower), int32 Max(x, 0) into RELU, which TFLite lacks for int32 (a Flex op);
             # int32 Min/Max/Mul with a scalar run outside XNNPACK, 10-40x slower than float;
@@ -463,6 +485,7 @@ TARGETS: dict[str, Target] = {
             grid_by_gather=True,
             slow_inner_broadcast=True,
             max_fast_rank=5,
+            keeps=_litert_keeps,
         ),
         Target(
             "int32",

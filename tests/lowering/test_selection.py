@@ -47,6 +47,7 @@ def model():
         ("openvino", ["A", "B"]),  # 4-D float: runs natively
         ("tensorrt", ["A", "B"]),
         ("webnn", []),
+        ("litert", ["A"]),  # onnx2tf's emulation: right and faster for linear, zeros or border
     ],
 )
 def test_targets_keep_what_they_run(model, target, kept):
