@@ -31,6 +31,7 @@ TILED_MAX_VALUES = 2**20  # ...up to this many values per sample
 MATMUL_MIN_TAPS = 8  # with this many taps (3-D linear, cubic), rows are summed by one MatMul...
 MATMUL_MIN_VALUES = 256  # ...once channels x taps reach this
 REDUCED_ROWS_MIN_TAPS = 8  # interleaved rows with this many taps are summed by a ReduceSum
+CHAIN_MAX_SAMPLE_VALUES = 2**19  # where float32 is kept, 8+ taps chain while a sample is this small
 TAPS_MAX_VALUES = 2**25  # one Gather of every tap (scaled, MatMul) holds at most this many values
 BY_CHANNEL_MAX_CHANNELS = 16  # up to this many channels with 8+ taps are gathered one by one...
 BY_CHANNEL_MIN_VALUES = 2**21  # ...and any of GatherElements' few once it gathers this many...
@@ -327,10 +328,27 @@ def reduced_rows_pay(sizes: Sizes, taps: int) -> bool:
 
     OpenVINO splits a chain of 8 or 16 taps into several fused kernels, storing partial sums in
     bfloat16 (2-D cubic before a Conv: 0.018 against a bound of 0.0166; 3-D linear 0.0160
-    against 0.0143, over three seeds); 4 taps stay within it. One ReduceSum is slower in float32
-    (cubic 1x64x64x64: 7.2 against the chain's 1.9 ms; 16 channels: equal).
+    against 0.0143, over three seeds); 4 taps stay within it. Where OpenVINO keeps float32,
+    ``float32_chain_pays`` says which runs faster.
     """
     return taps >= REDUCED_ROWS_MIN_TAPS and sizes.gathered_values(taps) <= TAPS_MAX_VALUES
+
+
+def float32_chain_pays(sizes: Sizes) -> bool:
+    """Where OpenVINO keeps float32 (its graph tail, a fenced Loop), 8+ taps chained, not reduced.
+
+    No partial sum is stored in bfloat16 there, and the chain's fused Adds beat one Gather of
+    every tap, its Mul and its ReduceSum while one sample's X stays near the caches. Each tap's
+    Gather passes over the whole batch; past one sample or 2**19 values (2 MB) the rows leave
+    them between the passes, and the one Gather reading each point's neighbourhood at once wins.
+    OpenVINO f32, 1 thread, cubic, chain / ReduceSum: one sample of 3 to 128 channels, up to
+    2**19 values, 0.46-0.79 (1x64x64x64 0.52, 1x3x224x224 0.76, 1x32x128x128 0.75-0.79, GLM-4V's
+    position table 0.66-0.76); past it 0.85-1.40 (1x32x181x181 1.19, 1x3x512x512 1.40); 2 to 8
+    samples 1.05-1.54. 3-D linear, 1x16x24x24x24: 0.79-0.85.
+    """
+    if sizes.batch != 1 or sizes.channels is None or sizes.spatial is None:
+        return False
+    return sizes.channels * sizes.spatial <= CHAIN_MAX_SAMPLE_VALUES
 
 
 def planes_pay(sizes: Sizes, taps: int = 1, target: Target | None = None) -> bool:
@@ -422,8 +440,9 @@ STRATEGIES = [
         "reduce_sum",
         "GatherElements: one Mul and one ReduceSum over the taps; rows with "
         f"{REDUCED_ROWS_MIN_TAPS}+ taps where coordinates are interleaved: every tap in one "
-        "Gather, "
-        f"one ReduceSum, up to {_n(TAPS_MAX_VALUES)} values gathered",
+        f"Gather, one ReduceSum, up to {_n(TAPS_MAX_VALUES)} values gathered; where OpenVINO "
+        "keeps float32 (its tail, a fenced Loop) only past one sample or "
+        f"{_n(CHAIN_MAX_SAMPLE_VALUES)} values of X a sample (the chain's faster below)",
     ),
     Strategy(
         "sum",

@@ -323,11 +323,14 @@ def plan_of(
     combine, why["sum"] = _choose_sum(spec, given, taps, target, rows, sample_type == INT64)
     if masked_taps and combine == "by_channel":
         combine, why["sum"] = "reduce_sum", "masked taps: one Where, one Mul, one ReduceSum"
+    fenced, why["fenced"] = choose_fenced(given.symbolic, target, tail)
+    kept = target.reduced_storage and (tail or fenced)
     if (
         rows
         and combine == "chain"
         and target.reduced_storage
         and costs.reduced_rows_pay(given, taps)
+        and not (kept and costs.float32_chain_pays(given))
     ):
         combine, why["sum"] = (
             "reduce_sum",
@@ -341,8 +344,6 @@ def plan_of(
         combine, why["sum"] = str(force.pop("sum")), "forced"
     if "tiled" in force:
         tiled = rows and bool(force.pop("tiled"))
-    fenced, why["fenced"] = choose_fenced(given.symbolic, target, tail)
-    kept = target.reduced_storage and (tail or fenced)
     interleaved, why["interleaved"] = _choose_interleaved(
         spec, target, tail, fenced, grid_from, given.symbolic
     )

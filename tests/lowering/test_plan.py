@@ -641,6 +641,36 @@ def test_planes_of_several_samples_match_the_oracle(spec, rng):
     assert_close(run_ort(lowered, {"X": x, "grid": grid}), expected, spec.mode)
 
 
+# CHAIN_MAX_SAMPLE_VALUES = 2**19: where OpenVINO keeps float32 (its tail, a fenced Loop), 8+
+# taps chain while one sample's X holds at most this many values, and one ReduceSum past it
+CHAINED_CASES = [  # (why, spec, x_shape, grid_shape, where, sum)
+    ("cubic in the tail", CUBIC, [1, 32, 128, 128], _points(64), {"tail": True}, "chain"),
+    ("past 2**19", CUBIC, [1, 32, 128, 129], _points(64), {"tail": True}, "reduce_sum"),
+    ("two samples", CUBIC, [2, 32, 16, 16], _points(64), {"tail": True}, "reduce_sum"),
+    ("3-D linear", GridSampleSpec(3, "linear", "zeros", 0), [1, 16, 24, 24, 24], [1, 4, 4, 4, 3],
+     {"tail": True}, "chain"),
+    ("fenced", CUBIC, [1, 32, 24, 24], [1, "P", 1, 2], {"grid_from": "computed"}, "chain"),
+    ("not kept in float32", CUBIC, [1, 32, 24, 24], _points(64), {}, "reduce_sum"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("why", "spec", "x_shape", "grid_shape", "where", "combine"),
+    CHAINED_CASES,
+    ids=[case[0] for case in CHAINED_CASES],
+)
+def test_taps_chain_where_openvino_keeps_float32_and_x_stays_near_the_caches(
+    why, spec, x_shape, grid_shape, where, combine
+):
+    """OpenVINO splits a chain of 8+ taps, storing partial sums in bfloat16 at its default
+    precision, so rows of 8+ taps take one ReduceSum; not where it keeps float32, while one
+    sample's X is small enough that the chain's fused Adds run faster (``costs.float32_chain_pays``)."""
+    plan = plan_of(spec, x_shape, grid_shape, get_target("openvino"), **where)
+    assert plan.rows, plan.describe()
+    assert plan.sum == combine, plan.why.get("sum")
+    assert plan.float32_kept == ("tail" in where or plan.fenced)
+
+
 SYMBOLIC_X = ["N", 3, "H", "W"]
 MERGED_CASES = [  # (why, spec, x_shape, grid_shape, where, merged)
     ("a stored grid", LINEAR, SYMBOLIC_X, ["N", 8, 8, 2], {"grid_from": "stored"}, True),
