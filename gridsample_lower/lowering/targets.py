@@ -302,6 +302,17 @@ def _grid_folds(spec: GridSampleSpec, node: ir.Node | None) -> bool:
         return False
 
 
+def _float32_linear_zeros_border(spec: GridSampleSpec, ranks: tuple[int, ...]) -> bool:
+    """Float32 X and grid, linear, zeros or border padding, at one of ``ranks``."""
+    return (
+        spec.rank in ranks
+        and spec.x_dtype == ir.DataType.FLOAT
+        and spec.grid_dtype == ir.DataType.FLOAT
+        and spec.mode == "linear"
+        and spec.padding_mode in ("zeros", "border")
+    )
+
+
 def _linear_zeros_border(spec: GridSampleSpec, node: ir.Node | None = None) -> bool:
     """What MNN 3.6.1's and ncnn's own GridSample compute right: 2-D, 3-D linear, zeros, border.
 
@@ -310,13 +321,7 @@ def _linear_zeros_border(spec: GridSampleSpec, node: ir.Node | None = None) -> b
     fold reflection once (MNN: right only for grids in [-1, 1]; ncnn was right for grids in
     [-3, 3], but is lowered too); MNN's 1-D crashes and pnnx cannot convert 1-D.
     """
-    return (
-        spec.rank in (2, 3)
-        and spec.x_dtype == ir.DataType.FLOAT
-        and spec.grid_dtype == ir.DataType.FLOAT
-        and spec.mode == "linear"
-        and spec.padding_mode in ("zeros", "border")
-    )
+    return _float32_linear_zeros_border(spec, (2, 3))
 
 
 def _litert_keeps(spec: GridSampleSpec, node: ir.Node | None = None) -> bool:
@@ -331,13 +336,7 @@ def _litert_keeps(spec: GridSampleSpec, node: ir.Node | None = None) -> bool:
     reflection padding; the lowering's reflection runs as fast or faster (0.85-1.31, 1.31
     where C = H = W makes the emulation wrong).
     """
-    return (
-        spec.rank in (1, 2, 3)
-        and spec.x_dtype == ir.DataType.FLOAT
-        and spec.grid_dtype == ir.DataType.FLOAT
-        and spec.mode == "linear"
-        and spec.padding_mode in ("zeros", "border")
-    )
+    return _float32_linear_zeros_border(spec, (1, 2, 3))
 
 
 # What pnnx (20261020) cannot map to an ncnn layer, or maps wrongly (bench/mnn_ncnn.py):
