@@ -502,7 +502,8 @@ STRATEGIES = [
         "True",
         f"rows: the channels-last copy in tiles of {TILE} pixels where each channel's pixels "
         f"take a multiple of {ALIASED_BYTES} bytes, up to {_n(TILED_MAX_VALUES)} values a sample; "
-        "not where the target's Transpose does not thrash (litert)",
+        "not where the target's Transpose does not thrash (litert), nor where only a 4-D "
+        "perm (0, 3, 1, 2) runs fast (openvino: X viewed as (N, C, 1, S) moves its S so)",
     ),
     Strategy(
         "float_index",

@@ -33,6 +33,7 @@ __all__ = ["gather_and_combine"]
 
 INT64 = ir.DataType.INT64
 Size = int | ir.Value  # a static size, or a 1-D int64 value of one element
+REORDER = [0, 3, 1, 2]  # the one perm some runtimes run fast (``Target.reorder_transposes``)
 
 
 def gather_and_combine(
@@ -241,6 +242,10 @@ def _gather_rows(
         return em.reshape(y, [n, c, *points])
     if plan.masks_values and kept is None:
         y = em.Where(em.reshape(inside, [n, total, 1]), y, _zero(em, y_dtype))
+    if em.target.reorder_transposes and r != 2:  # (N, C, P, 1), then the output's shape
+        return em.reshape(
+            em.Transpose(em.reshape(y, [n, total, 1, c]), perm=REORDER), [n, c, *points]
+        )
     # Transposed last, straight into the output's shape: a Reshape last would copy it.
     return em.Transpose(em.reshape(y, [n, *points, c]), perm=[0, r + 1, *range(1, r + 1)])
 
@@ -416,7 +421,15 @@ def _matmul_taps(
 
 
 def _channels_last(em: Emitter, x: ir.Value, rank: int, tiled: bool) -> ir.Value:
-    """X as ``(N*S, C)`` rows: one Transpose, or two in tiles of ``(C, TILE)`` (``plan``)."""
+    """X as ``(N*S, C)`` rows: one Transpose, or two in tiles of ``(C, TILE)`` (``plan``).
+
+    Where only ``REORDER`` runs fast (``Target.reorder_transposes``), X viewed as ``(N, C, 1,
+    S)`` becomes ``(N, S, C, 1)``.
+    """
+    if em.target.reorder_transposes:
+        n, c = em.batch, em.channels
+        moved = em.Transpose(em.reshape(x, [n, c, 1, em.sample_size]), perm=REORDER)
+        return em.flatten(moved, 2, lambda: [em.pixels, c])
     if not tiled:
         last = em.Transpose(x, perm=[0, *range(2, rank + 2), 1])
         return em.flatten(last, rank + 1, lambda: [em.pixels, em.channels])

@@ -107,6 +107,11 @@ class Target:
     # this rule picks the planes at bench/run.py's shapes they ran 0.47-0.97x the rows' time
     # (nearest 0.47-0.76, 3 channels at 224x224 0.81-0.97), and the rows stay elsewhere.
     slow_transpose: bool = False
+    # Only a 4-D Transpose of perm (0, 3, 1, 2) between planar layouts runs fast (OpenVINO's
+    # CPU plugin: a oneDNN reorder, where its permute kernel takes every other perm; X's
+    # channels-last copy at 1x64x64x64, AVX2: 0.37-0.42 ms against 1.0 as (0, 2, 3, 1), 0.7 in
+    # tiles): X is viewed as (N, C, 1, S) and its S moved before C so, the output likewise.
+    reorder_transposes: bool = False
     # The rows take one flat index per point, X padded by a ring as wide as the kernel, and
     # add each tap's offset where it is gathered: no ``(N, T.., O..)`` integer tensor.
     # OpenVINO's CPU plugin lays such 5-D integer ops out blocked by 16 along a tap axis of 2
@@ -411,6 +416,8 @@ TARGETS: dict[str, Target] = {
             cheap_if=True,
             float32_bodies=True,
             slow_transpose=True,
+            reorder_transposes=True,
+            tiled_copy=False,  # (its tiles' perms are the slow ones)
             offsets_at_gather=True,
             fuses_attention=True,
             attention_planes=True,
