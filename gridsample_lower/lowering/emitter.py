@@ -201,7 +201,11 @@ class Emitter:
         outputs = [body.Identity(go), build(body)]
         graph = ir.Graph([count, go], outputs, nodes=recorder.live(outputs), name=body.name)
         once = self.Cast(always, to=int64)
-        stacked = self._op.op("Loop", once, None, _name=name, _outputs=[name], body=graph)
+        # Its condition given, true, as OpenVINO reads an empty one: onnx_ir's unused-node
+        # removal (run by onnxscript's rewriter) drops a trailing empty input, and a Loop of
+        # one input is invalid.
+        go_on = self.const(True, ir.DataType.BOOL)
+        stacked = self._op.op("Loop", once, go_on, _name=name, _outputs=[name], body=graph)
         return self.Squeeze(stacked, self.const([0], int64))
 
     def branch(self, recorder: NodeRecorder, name: str) -> Emitter:

@@ -47,6 +47,18 @@ def test_both_of_two_chained_nodes(rng):
     assert_close(run_ort(lowered, {"X": x, "grid": grid}), expected, "cubic")
 
 
+def test_symbolic_sizes_fenced_in_a_loop_for_openvino_still_run(rng):
+    """The openvino target runs symbolic sizes in a Loop run once, whose condition is empty:
+    onnxscript's rewriter dropped that trailing input, and onnxruntime refused the Loop."""
+    model = gridsample_model(["N", 4, "H", "W"], ["N", "h", "w", 2], "linear", "zeros", 0)
+    lowered = rewriter.rewrite(model, pattern_rewrite_rules=[gridsample_rule(target="openvino")])
+    assert [len(n.input) for n in lowered.graph.node if n.op_type == "Loop"] == [2]
+    x = rng.standard_normal((2, 4, 5, 6)).astype(np.float32)
+    grid = make_grid(rng, (2, 3, 7, 2), far=True)
+    expected = grid_sample(x, grid, "linear", "zeros", 0).astype(np.float32)
+    assert_close(run_ort(lowered, {"X": x, "grid": grid}), expected, "linear")
+
+
 def test_a_node_it_cannot_lower_is_left_with_a_warning():
     model = gridsample_model([1, 3, 5, 6], [1, 4, 3, 2], "linear", "zeros", 0)
     (mode,) = [a for a in model.graph.node[0].attribute if a.name == "mode"]
