@@ -426,18 +426,18 @@ def _channels_last(em: Emitter, x: ir.Value, rank: int, tiled: bool) -> ir.Value
     Where only ``REORDER`` runs fast (``Target.reorder_transposes``), X viewed as ``(N, C, 1,
     S)`` becomes ``(N, S, C, 1)``.
     """
+    n, c = em.batch, em.channels
+    if tiled:
+        blocks = em.reshape(x, [n, c, em.sample_size // TILE, TILE])
+        blocks = em.Transpose(blocks, perm=[0, 2, 1, 3])
+        # A Reshape between the two keeps onnxruntime from fusing them back into one transpose.
+        blocks = em.reshape(blocks, [-1, c, TILE])
+        return em.flatten(em.Transpose(blocks, perm=[0, 2, 1]), 2, lambda: [em.pixels, c])
     if em.target.reorder_transposes:
-        n, c = em.batch, em.channels
         moved = em.Transpose(em.reshape(x, [n, c, 1, em.sample_size]), perm=REORDER)
         return em.flatten(moved, 2, lambda: [em.pixels, c])
-    if not tiled:
-        last = em.Transpose(x, perm=[0, *range(2, rank + 2), 1])
-        return em.flatten(last, rank + 1, lambda: [em.pixels, em.channels])
-    n, c, spatial = em.batch, em.channels, em.sample_size
-    blocks = em.Transpose(em.reshape(x, [n, c, spatial // TILE, TILE]), perm=[0, 2, 1, 3])
-    # A Reshape between the two keeps onnxruntime from fusing them back into one transpose.
-    blocks = em.reshape(blocks, [-1, c, TILE])
-    return em.flatten(em.Transpose(blocks, perm=[0, 2, 1]), 2, lambda: [em.pixels, c])
+    last = em.Transpose(x, perm=[0, *range(2, rank + 2), 1])
+    return em.flatten(last, rank + 1, lambda: [em.pixels, c])
 
 
 def _zero(em: Emitter, dtype: ir.DataType, shape: tuple[int, ...] = ()) -> ir.Value:

@@ -339,7 +339,9 @@ def plan_of(
                 "stored in bfloat16; one Gather, one ReduceSum"
             ),
         )
-    tiled = rows and target.tiled_copy and costs.tiled_pays(spec, gathered)
+    # (not where only the reorder's perm runs fast: the tiles' perms are the slow ones)
+    tiled = rows and target.tiled_copy and not target.reorder_transposes
+    tiled = tiled and costs.tiled_pays(spec, gathered)
     if "sum" in force:
         combine, why["sum"] = str(force.pop("sum")), "forced"
     if "tiled" in force:

@@ -417,7 +417,6 @@ TARGETS: dict[str, Target] = {
             float32_bodies=True,
             slow_transpose=True,
             reorder_transposes=True,
-            tiled_copy=False,  # (its tiles' perms are the slow ones)
             offsets_at_gather=True,
             fuses_attention=True,
             attention_planes=True,
