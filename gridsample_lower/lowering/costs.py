@@ -520,8 +520,8 @@ STRATEGIES = [
         "short innermost axis slowly (litert): each tap gathers C values from X's planes (C, S) "
         "along the pixels, weighed broadcast over the channels; no channels-last copy, no final "
         "Transpose. Where the target's transposes are slow (openvino, tract), any sum, one "
-        "sample or several (or an unknown batch) side by side, (C, N*S): nearest, fewer "
-        "channels, or "
+        "sample or several (or an unknown batch: X read in place on one axis, each channel's "
+        "index its own, (C, N, .., P)): nearest, fewer channels, or "
         f"while the padded X holds taps x P / {PLANES_SPATIAL_DIVISOR} pixels",
     ),
     Strategy(

@@ -398,6 +398,11 @@ class Emitter:
         return self._extent("x", range(0, 2))
 
     @property
+    def values(self) -> int | ir.Value:
+        """N x C x S: every value of X."""
+        return self._extent("x", range(0, 2 + self.rank))
+
+    @property
     def sample_size(self) -> int | ir.Value:
         """S: the values of one plane (the product of X's spatial sizes)."""
         return self._extent("x", range(2, 2 + self.rank))

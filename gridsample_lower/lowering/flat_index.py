@@ -22,6 +22,7 @@ from gridsample_lower.spec import GridSampleSpec, compute_dtype
 
 __all__ = [
     "batch_offsets",
+    "channel_offsets",
     "flat_index",
     "gather_index",
     "per_tap",
@@ -230,22 +231,46 @@ def _strided_sum(em: Emitter, values: Sequence[ir.Value], rank: int, dtype: ir.D
     return total
 
 
-def samples_size(em: Emitter, rank: int, dtype: ir.DataType) -> ir.Value:
-    """``N * S``, one constant when both are static: the zero row past every sample's rows."""
-    batch, spatial = em.x_dim(0), em.static_size(range(2, 2 + rank))
+def samples_size(em: Emitter, rank: int, dtype: ir.DataType, whole: bool = False) -> ir.Value:
+    """``N * S``, one constant when both are static: the zero row past every sample's rows.
+
+    ``whole``: ``N * C * S``, the zero past every value of X (``batch_offsets``'s ``whole``).
+    """
+    first = 1 if whole else 2
+    batch, spatial = em.x_dim(0), em.static_size(range(first, 2 + rank))
     if batch is not None and spatial is not None:
         return em.const(batch * spatial, dtype)
-    return em.Mul(em.x_size(range(2, 2 + rank), dtype), em.x_size(range(0, 1), dtype))
+    return em.Mul(em.x_size(range(first, 2 + rank), dtype), em.x_size(range(0, 1), dtype))
 
 
-def batch_offsets(em: Emitter, rank: int, dtype: ir.DataType) -> ir.Value:
-    """``n * S`` shaped ``(N, 1, 1)``, to add to the ``(N, K, P)`` sample_type-sample indices."""
-    batch, size = em.x_dim(0), em.static_size(range(2, 2 + rank))
+def batch_offsets(em: Emitter, rank: int, dtype: ir.DataType, whole: bool = False) -> ir.Value:
+    """``n * S`` shaped ``(N, 1, 1)``, to add to the ``(N, K, P)`` sample_type-sample indices.
+
+    ``whole``: ``n * C * S``, each sample's offset among every value of X, flattened.
+    """
+    first = 1 if whole else 2
+    batch, size = em.x_dim(0), em.static_size(range(first, 2 + rank))
     if batch is not None and size is not None:  # one constant, no Mul to fold
         return em.const(np.arange(batch).reshape(batch, 1, 1) * size, dtype)
-    spatial = em.x_size(range(2, 2 + rank), dtype)
+    spatial = em.x_size(range(first, 2 + rank), dtype)
     if batch is not None:
         return em.Mul(em.const(np.arange(batch).reshape(batch, 1, 1), dtype), spatial)
     n = em.Range(em.const(0, INT64), em.count(range(0, 1)), em.const(1, INT64))
     n = em.Unsqueeze(n, em.const([1, 2], INT64))
     return em.Mul(n if dtype == INT64 else em.Cast(n, to=dtype), spatial)
+
+
+def channel_offsets(em: Emitter, rank: int, dtype: ir.DataType) -> ir.Value:
+    """``c * S`` shaped ``(C, 1, 1, 1)``: each channel's plane within a sample of X flattened.
+
+    Added to ``(N, K, P)`` indices (their batch offsets ``batch_offsets(whole=True)``), it
+    gives ``(C, N, K, P)``: every sample's planes read in place, where OpenVINO would copy X
+    to put a channel's planes side by side (``Transpose (1, 0, ..)``: 0.44 ms at 3x480x640).
+    """
+    channels, size = em.x_dim(1), em.static_size(range(2, 2 + rank))
+    if channels is not None and size is not None:
+        return em.const(np.arange(channels).reshape(channels, 1, 1, 1) * size, dtype)
+    spatial = em.x_size(range(2, 2 + rank), dtype)
+    c = em.Range(em.const(0, INT64), em.count(range(1, 2)), em.const(1, INT64))
+    c = em.Unsqueeze(c, em.const([1, 2, 3], INT64))
+    return em.Mul(c if dtype == INT64 else em.Cast(c, to=dtype), spatial)

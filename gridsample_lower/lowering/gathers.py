@@ -18,6 +18,7 @@ from gridsample_lower.lowering.costs import TILE
 from gridsample_lower.lowering.emitter import Emitter
 from gridsample_lower.lowering.flat_index import (
     batch_offsets,
+    channel_offsets,
     flat_index,
     gather_index,
     samples_size,
@@ -171,13 +172,11 @@ def _gather_rows(
     """
     r, n, c, taps, total = spec.rank, em.batch, em.channels, plan.taps, em.points
     index_type = plan.index_type
-    if plan.planes and em.x_dim(0) == 1:  # one sample: gathered along its pixels, (C, S)
+    several = plan.planes and em.x_dim(0) != 1
+    if plan.planes and not several:  # one sample: gathered along its pixels, (C, S)
         rows = em.flatten(x, 2, lambda: [c, em.sample_size])
-    elif plan.planes:  # (C, N*S): every sample's plane of a channel in a row, blocks moved
-        # (transposed as it is: tract 0.23 cannot prove (N, C, S) the size of a padded X of
-        # symbolic sizes, Reshape volume mismatch)
-        planes = em.Transpose(x, perm=[1, 0, *range(2, 2 + r)])
-        rows = em.flatten(planes, 1, lambda: [c, em.pixels])
+    elif several:  # (1, N*C*S): every value of X in place, each channel's index its own
+        rows = _in_one_row(em, x)
     else:
         rows = _channels_last(em, x, r, plan.tiled)  # (N*S, C)
     flat = em.reshape(flat, [n, 1 if offsets else taps, total])
@@ -190,12 +189,16 @@ def _gather_rows(
     if em.x_dim(0) != 1:  # within-sample indices may be int32 where these offsets are not
         if not plan.float_index and plan.sample_type != index_type:
             flat = em.Cast(flat, to=index_type)
-        flat = em.Add(flat, batch_offsets(em, r, flat_type))
+        flat = em.Add(flat, batch_offsets(em, r, flat_type, whole=several))
+    if several:  # (C, N, K, P): each channel's plane at its offset within the sample
+        flat = em.Add(flat, channel_offsets(em, r, flat_type))
     if plan.zero_slot:
-        past_end = samples_size(em, r, flat_type)
+        past_end = samples_size(em, r, flat_type, whole=several)
         kept = em.Cast(em.reshape(inside, [n, 1, total]), to=flat_type)
         flat = where_inside(em, kept, flat, past_end)
-        if plan.planes:
+        if several:
+            rows = em.Concat(rows, _zeros(em, x.dtype, [1, 1]), axis=1)
+        elif plan.planes:
             rows = em.Concat(rows, _zeros(em, x.dtype, [c, 1]), axis=1)
         else:
             rows = em.Concat(rows, _zeros(em, x.dtype, [1, c]), axis=0)
@@ -203,7 +206,8 @@ def _gather_rows(
         flat = gather_index(em, plan, flat)
     starts = None  # (chain) each tap's index: its scalar offset added to the (N, P) first taps
     if offsets is not None and plan.sum == "chain":
-        flat, starts = em.reshape(flat, [n, total]), tap_offsets(em, r, offsets, index_type)
+        first = [c, n, total] if several else [n, total]
+        flat, starts = em.reshape(flat, first), tap_offsets(em, r, offsets, index_type)
     elif offsets is not None:  # every tap's index at once, (N, K, P)
         flat = em.Add(flat, tap_column(em, r, offsets, index_type))
     y_dtype = x.dtype if weights is None else compute_dtype(spec)
@@ -231,7 +235,17 @@ def _gather_rows(
         y = _scaled_taps(em, rows, flat, weights, taps, total, y_dtype)
     else:
         y = _chain_taps(
-            em, rows, flat, weights, taps, total, plan.planes, (fraction, y_dtype), starts, kept
+            em,
+            rows,
+            flat,
+            weights,
+            taps,
+            total,
+            plan.planes,
+            (fraction, y_dtype),
+            starts,
+            kept,
+            tap_axis=2 if several else 1,
         )
     points = em.output_dims()
     if plan.planes:  # (C, N, P): the output's layout already where N is 1
@@ -261,6 +275,7 @@ def _chain_taps(
     fractions: tuple[Sequence[float] | None, ir.DataType] = (None, ir.DataType.FLOAT),
     starts: Sequence[ir.Value] | None = None,
     kept: ir.Value | None = None,
+    tap_axis: int = 1,
 ) -> ir.Value:
     """``(N, P, C)``: one Gather per tap, weighted and summed by a chain of Adds.
 
@@ -269,7 +284,8 @@ def _chain_taps(
     sample's ``(C, S)``, gathered along its pixels: ``(C, 1, P)``. ``starts``: ``flat`` is
     ``(N, P)``, each point's first tap, and tap k's index is ``flat + starts[k]``.
     ``kept``: where each tap lies inside X (its values, else 0), shaped as ``flat`` with the
-    gathered values' channel axis.
+    gathered values' channel axis. ``tap_axis``: ``flat``'s (2 where each channel has its own
+    indices, ``(C, N, K, P)``).
     """
     n, (fraction, dtype) = em.batch, fractions
     apart = isinstance(weights, list)
@@ -295,7 +311,7 @@ def _chain_taps(
         weights = em.reshape(weights, [n, taps, total] if planes else [n, taps, total, 1])
     y = None
     for k in range(taps):  # a chain of Adds: 10% faster than one Sum of every tap
-        index = em.Add(flat, starts[k]) if starts else em.Gather(flat, em.index(k), axis=1)
+        index = em.Add(flat, starts[k]) if starts else em.Gather(flat, em.index(k), axis=tap_axis)
         values = em.Gather(rows, index, axis=1 if planes else 0)
         if kept is not None:  # an outside tap adds 0, whatever pixel it was clamped to
             values = em.Where(em.Gather(kept, em.index(k), axis=1), values, _zero(em, dtype))
@@ -332,7 +348,7 @@ def _reduced_taps(
     n, c, per_axis = em.batch, em.channels, round(taps ** (1 / rank))
     fraction, dtype = fractions
     # (the channels lead, and the weights broadcast over them, where gathered from planes;
-    # several samples' planes side by side keep their batch axis: (C, N, T.., P))
+    # several samples' planes, read from X on one axis, keep their batch axis: (C, N, T.., P))
     one_sample = em.x_dim(0) == 1
     lead, last = (([c] if one_sample else [c, n]), []) if planes else ([n], [c])
     ones = ([1] if one_sample else [1, n]) if planes else [n]
@@ -438,6 +454,17 @@ def _channels_last(em: Emitter, x: ir.Value, rank: int, tiled: bool) -> ir.Value
         return em.flatten(moved, 2, lambda: [em.pixels, c])
     last = em.Transpose(x, perm=[0, *range(2, rank + 2), 1])
     return em.flatten(last, rank + 1, lambda: [em.pixels, c])
+
+
+def _in_one_row(em: Emitter, x: ir.Value) -> ir.Value:
+    """X as ``(1, N*C*S)``, no copy.
+
+    Without Flatten, a Reshape to ``(N*C*S)`` unsqueezed: IREE 3.13 compiled a Reshape of X
+    straight to ``(1, N*C*S)`` for N = 1 alone.
+    """
+    if em.target.allows("Flatten"):
+        return em.Flatten(x, axis=0)
+    return em.Unsqueeze(em.reshape(x, [em.values]), em.const([0], INT64))
 
 
 def _zero(em: Emitter, dtype: ir.DataType, shape: tuple[int, ...] = ()) -> ir.Value:

@@ -54,13 +54,20 @@ def ring_width(spec: GridSampleSpec, rows: bool) -> int:
 
 
 def largest_index(
-    spec: GridSampleSpec, x_shape: Shape, *, rows: bool, ring: int | None = None
+    spec: GridSampleSpec,
+    x_shape: Shape,
+    *,
+    rows: bool,
+    ring: int | None = None,
+    whole: bool = False,
 ) -> int | None:
     """The largest index the gather computes, where X's spatial sizes are static, else None.
 
     The zero slot one past the (padded) data: S for GatherElements, N * S for the rows (S where
     the batch is symbolic: at least one sample). 0 where X is empty, which nothing gathers.
     ``ring``: the zeros X is padded with, where known (else the path's ``ring_width``).
+    ``whole``: the rows read from every value of X flattened (several samples' planes), C times
+    as far (None where C is symbolic).
     """
     dims = _static(x_shape)
     if dims is None or len(dims) != 2 + spec.rank:
@@ -72,21 +79,32 @@ def largest_index(
         return None
     width = ring_width(spec, rows) if ring is None else ring
     sample = math.prod(d + 2 * width for d in spatial)
+    if whole:
+        if dims[1] is None:
+            return None
+        sample *= dims[1]
     if rows and dims[0] is not None:
         return dims[0] * sample
     return sample
 
 
 def int32_overflow(
-    spec: GridSampleSpec, x_shape: Shape, target: Target, *, rows: bool, ring: int | None = None
+    spec: GridSampleSpec,
+    x_shape: Shape,
+    target: Target,
+    *,
+    rows: bool,
+    ring: int | None = None,
+    whole: bool = False,
 ) -> str:
     """Why the target's int32 indices cannot hold the largest index of this path, or "".
 
-    ``rows``: the channels-last rows' path, else GatherElements'; ``ring`` as ``largest_index``.
+    ``rows``: the channels-last rows' path, else GatherElements'; ``ring`` and ``whole`` as
+    ``largest_index``.
     """
     if target.index_dtype != ir.DataType.INT32:
         return ""
-    largest = largest_index(spec, x_shape, rows=rows, ring=ring)
+    largest = largest_index(spec, x_shape, rows=rows, ring=ring, whole=whole)
     if largest is None or largest < INT32_LIMIT:
         return ""
     return f"indices reach {largest}: too many for int32"

@@ -14,6 +14,7 @@ The thresholds and the predicates that read them are ``costs.py``'s.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -110,7 +111,9 @@ class Plan:
             rather than ``(N, T.., O1..Or)`` (targets slow past ``max_fast_rank`` axes).
         planes: the rows of one sample are gathered from X's planes ``(C, S)`` along its
             pixels, C values per tap: no channels-last copy, no final Transpose, and each tap's
-            weight broadcast over the leading (channel) axis.
+            weight broadcast over the leading (channel) axis. Several samples (or an unknown
+            batch): from every value of X on one axis, each channel's index its own, ``(C, N,
+            .., P)``; X is not moved, the small output is.
         empty: X has no values (a static 0 batch or channel): Y is X reshaped.
         reader: "" (the gathers above), or the target's own GridSample reads the taps
             (``native_taps``): "centres" (nearest at pixel centres) or "samples" (linear
@@ -397,12 +400,15 @@ def plan_of(
         several = target.slow_transpose and given.batch != 0
         planes = planes and combine in PLANE_SUMS and (given.batch == 1 or bool(several))
     tiled = tiled and not planes
+    several = planes and given.batch != 1  # every value of X on one axis (``gathers``)
+    if several:
+        _, index_type, why["index_type"] = _choose_index_types(gathered, rows, target, whole=True)
     flat_points, why["flat_points"] = _choose_flat_points(
         spec, given, grid_shape, target, interleaved or from_grid
     )
     if force or combine not in SUMS[rows, spec.mode == "nearest"]:
         raise ValueError(f"cannot force {force or combine!r} with {'rows' if rows else 'elements'}")
-    refusal = int32_overflow(spec, given.dims, target, rows=rows, ring=ring)
+    refusal = int32_overflow(spec, given.dims, target, rows=rows, ring=ring, whole=several)
     if target.reads_only and not reader and not refusal:
         refusal = f"the {target.name} target reads only through its GridSample: {why['reader']}"
     return Plan(
@@ -752,15 +758,20 @@ def _choose_positions_from_grid(
 
 
 def _choose_index_types(
-    sizes: costs.Sizes, rows: bool, target: Target
+    sizes: costs.Sizes, rows: bool, target: Target, whole: bool = False
 ) -> tuple[ir.DataType, ir.DataType, str]:
-    """The flat index's type within a sample and across samples (rows), and why."""
+    """The flat index's type within a sample and across samples (rows), and why.
+
+    ``whole``: the rows read every value of X flattened (several samples' planes).
+    """
     if target.index_dtype is not None:
         return target.index_dtype, target.index_dtype, f"the {target.name} target's"
     sample = sizes.spatial
     largest = sample
     if rows:
-        largest = sample * sizes.batch if sample is not None and sizes.batch is not None else None
+        per_sample = sizes.channels if whole else 1
+        factors = (sample, sizes.batch, per_sample)
+        largest = math.prod(factors) if None not in factors else None
     sample_type = INT32 if sample is not None and sample < INT32_LIMIT else INT64
     index_type = INT32 if largest is not None and largest < INT32_LIMIT else INT64
     return sample_type, index_type, "int32 where the sizes are static and below 2**31"
@@ -849,7 +860,7 @@ def _choose_planes(
         return True, f"{why}: no copy of X, no transposed output"
     if sizes.batch != 1:
         count = "several" if sizes.batch is None else f"{sizes.batch}"
-        return True, f"{count} samples' planes side by side: X's and Y's planes moved whole"
+        return True, f"{count} samples' planes read in place, each channel's index its own"
     return True, f"{sizes.channels} channels of one sample: no copy of X, no transposed output"
 
 
