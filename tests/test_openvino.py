@@ -344,18 +344,31 @@ def test_symbolic_sizes_run_dynamic_and_reshaped_as_the_reference(spec, rng):
     assert_close(run_ort(lowered, {"X": x, "grid": grid}), expected, spec.mode)
 
 
-@pytest.mark.parametrize("mode", ["linear", "cubic"])
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
 @pytest.mark.parametrize("rank", [1, 2, 3])
-def test_an_x_of_unknown_size_takes_masked_rows_or_a_ring_by_an_if(mode, rank, rng):
-    """A warp of an X of symbolic size to a fixed output (zeros padding): an If picks, by X's
-    size, masked rows (a large X) or X padded by a ring (a small one). OpenVINO runs the If
-    where sizes stay symbolic and folds it away once the model is reshaped to static sizes;
-    both agree with the reference, infinite pixels included."""
+def test_an_x_of_unknown_size_is_masked_without_an_if(mode, rank, rng):
+    """A warp of an X of symbolic size to a fixed output (zeros padding): the taps (nearest:
+    values) are masked once gathered, with no If by X's size and X not padded: OpenVINO copies
+    what an If's branch reads (0.86 ms a run at 3x480x640, 4x its own kernel's time for 48x64
+    points). Right on a large X and a tiny one, as exported and reshaped to static sizes,
+    infinite pixels included; an X with an empty axis fails, as onnxruntime's GridSample does."""
+    if rank == 3 and mode == "cubic":
+        pytest.skip("3-D cubic: the reference takes seconds a case")
     out = [3, 4, 5][:rank]
     model = gridsample_model(["N", 3, *[f"D{k}" for k in range(rank)]], [2, *out, rank], mode,
                              "zeros", 0)  # fmt: skip
     lowered = lower(model, target="openvino", lower_all=True)
-    assert "If" in {node.op_type for node in lowered.graph.node}
+    ops = set()
+
+    def walk(graph):  # (a Loop's body too: symbolic sizes run fenced)
+        for node in graph.node:
+            ops.add(node.op_type)
+            for attribute in node.attribute:
+                if attribute.type == onnx.AttributeProto.GRAPH:
+                    walk(attribute.g)
+
+    walk(lowered.graph)
+    assert not ops & {"If", "Pad"}
     grid = make_grid(rng, (2, *out, rank), far=True)
     for sizes in ([80, 64, 48][:rank], [1, 2, 3][:rank]):
         x = rng.standard_normal((2, 3, *sizes)).astype(np.float32)
@@ -365,10 +378,10 @@ def test_an_x_of_unknown_size_takes_masked_rows_or_a_ring_by_an_if(mode, rank, r
 
 
 def test_the_size_switch_before_a_conv_is_right_on_the_first_run():
-    """X of unknown batch and size, a static grid, a Conv after: the If that picks masked taps
-    or a ring by X's size runs in the fence's Loop. Fed straight to the Conv, OpenVINO 2026.4
-    read the If's output as garbage on the first run of each compiled model (1e29 against
-    3e-5 on the later runs)."""
+    """X of unknown batch and size, a static grid, a Conv after: the lowering runs in the
+    fence's Loop. Fed straight to the Conv, OpenVINO 2026.4 read an If's output there (masked
+    taps or a ring, by X's size, as the openvino target once chose) as garbage on the first run
+    of each compiled model (1e29 against 3e-5 on the later runs)."""
     model, feeds, truth, _ = openvino_models.conv_case(
         np.random.default_rng(0), ("linear", "zeros", 0), (1, 4, 120, 200), (1, 10, 12, 2)
     )

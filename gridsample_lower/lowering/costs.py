@@ -204,11 +204,12 @@ def masked_taps_pay(sizes: Sizes, taps: int, at_run_time: bool = False) -> bool:
     much per value as a few copies, so it pays where X is ``MASKED_TAPS_MIN_RATIO`` times the
     values the taps read or more: a small output from a large X (a crop, a warp to a
     thumbnail, a volume resampled coarsely). An X of unknown size with a grid of static size
-    (a warp of any image to a fixed output) is judged at run time where the target runs an If
-    cheaply (``at_run_time``), the ring kept for a small X: a gather cannot read an X with an
-    empty axis unpadded, and masked taps cost more than the ring below the ratio (2-D linear,
-    48x64 points, symbolic X, masked / ring: 1.44 at 48x64, 1.34 at 96x128, 0.73 at 480x640;
-    3-D 12x16x20 points: 1.69 at 12x16x20, 0.11 at 96x128x160; the If adds about 1 us).
+    (a warp of any image to a fixed output) is masked where the target judges it at run time
+    or always masks it (``at_run_time``: ``Target.unknown_x``), else padded: a gather cannot
+    read an X with an empty axis unpadded, and masked taps cost more than the ring below the
+    ratio (onnxruntime, 2-D linear, 48x64 points, symbolic X, masked / ring: 1.44 at 48x64,
+    1.34 at 96x128, 0.73 at 480x640; 3-D 12x16x20 points: 1.69 at 12x16x20, 0.11 at
+    96x128x160; the If adds about 1 us).
     """
     spatial, points = sizes.spatial, sizes.points
     if points is None:
@@ -484,8 +485,9 @@ STRATEGIES = [
         ">= ratio x taps x P): the taps gathered by GatherElements unpadded and masked by a "
         "Where (on targets with Pad, GatherElements and a fast Where), or (openvino) its rows "
         "or planes masked so; with X of unknown size and a grid of static size, where the "
-        "target runs an If cheaply (onnxruntime; openvino, which folds it away once reshaped "
-        "to static sizes), an If picks this form or the ring by X's size at run time",
+        "target runs an If cheaply (onnxruntime), an If picks this form or the ring by X's "
+        "size at run time, and where an If copies what its branches read (openvino), this "
+        "form always",
     ),
     Strategy(
         "zero_slot",

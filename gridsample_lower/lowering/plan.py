@@ -70,9 +70,9 @@ class Plan:
         masks: points outside X are masked (nearest, zeros); they read a zero appended to X
             (``zero_slot``; by Pad where ``slot_by_pad``, else Concat), else are zeroed once
             gathered.
-        small_x: masked taps or values of an X of unknown size (``Target.cheap_if``): an If
-            runs them where X proves large at run time (``costs.masked_min_spatial``), and
-            this plan, X padded by its ring or a zero slot, where it does not (an X with an
+        small_x: masked taps or values of an X of unknown size (``Target.unknown_x`` "if"):
+            an If runs them where X proves large at run time (``costs.masked_min_spatial``),
+            and this plan, X padded by its ring or a zero slot, where it does not (an X with an
             empty axis too, which no gather can read unpadded).
         flat_in_float: the axes are combined into the flat index in float and cast once.
         position_type: each axis' integer positions before they are combined.
@@ -524,7 +524,9 @@ def _choose_masked_taps(
     if not able:
         return False, ""
     ratio = costs.MASKED_TAPS_MIN_RATIO
-    if costs.masked_taps_pay(sizes, taps, target.cheap_if):
+    if costs.masked_taps_pay(sizes, taps, target.unknown_x != "padded"):
+        if sizes.spatial is None and target.unknown_x == "masked":
+            return True, f"X of unknown size: the {target.name} target's If would copy it"
         if sizes.spatial is None:
             return True, f"X of unknown size: where it holds {ratio}x the taps' values at run time"
         return True, f"X holds {ratio}x the values the taps read or more: a ring would copy it"
@@ -547,11 +549,11 @@ def _small_x(
     its taps read from X padded by a ring, or its values from a zero slot appended to X.
     ``where``: ``plan_of``'s ``tail`` and ``grid_from``, as the node's.
     """
-    if given.spatial is not None:
+    if given.spatial is not None or target.unknown_x != "if":
         return None
     if masked_taps:
         return plan_of(spec, x_shape, grid_shape, target, force={"masks": False}, **where)
-    if masked_values and spec.mode == "nearest" and target.cheap_if:
+    if masked_values and spec.mode == "nearest":
         return plan_of(spec, x_shape, grid_shape, target, force={"zero_slot": True}, **where)
     return None
 
@@ -619,17 +621,19 @@ def choose_merged(
     for symbolic sizes (static ones run fused, either form alike), and only where the grid
     is stored before it is read (made by a Conv, a move, ..., or in the float32 tail): the
     Reshape that merges the axes is stored too, in bfloat16 at OpenVINO's default precision,
-    which would round a grid its kernel reads in float32 (0.15 against native's 0.007). Not
-    for a grid of constants and shapes alone, which OpenVINO folds once sizes are static:
-    OpenVINO 2026.4 then failed to compile RAFT's first lookup merged in an If's branch (a
-    shape check in its Gather's rewrite).
+    which would round a grid its kernel reads in float32 (0.15 against native's 0.007). A
+    grid of constants and shapes alone too, which OpenVINO folds once sizes are static either
+    way (RAFT's lookups of (N, 7, 7, 2) points as exported: 0.74-0.79x the time planar, each
+    op 6.5 ns a value over the grid's last axis of 2; merged in an If's branch, OpenVINO
+    2026.4 failed to compile the first, reshaped to static sizes: the openvino target has no
+    If now, ``Target.unknown_x``).
     """
     if not (on_grid and target.short_innermost):
         return False, ""
     if not symbolic:
         return False, "static sizes: fused kernels run either form alike"
     if grid_from == "shapes":
-        return False, "a grid of constants and shapes: folded once the sizes are static"
+        return True, "a grid of constants and shapes, run op by op until sizes are static"
     if grid_from != "stored" and not tail:
         return False, "the grid may be read in float32 only by the coordinates' own kernel"
     return True, f"{target.name} runs each elementwise op of symbolic sizes over its last axis"
@@ -798,7 +802,7 @@ def _choose_zero_slot(
         return True, f"the {target.name} target's Where costs more than a copy of X"
     if rows:
         return False, "appending a row would copy the channels-last copy again"
-    if sizes.spatial is None and sizes.points is not None and target.cheap_if:
+    if sizes.spatial is None and sizes.points is not None and target.unknown_x != "padded":
         ratio = SLOT_MAX_RATIO
         return (
             False,

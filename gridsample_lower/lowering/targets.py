@@ -126,12 +126,16 @@ class Target:
     # share the same shape"); against the rank >= 1 operands beside them both broadcast to
     # the same shape, at the same cost (bench/mlprodict_check.py).
     where_scalars: bool = True
-    # The runtime runs an If for about a microsecond (onnxruntime 1.32: 34.3 vs 33.4 us for a
-    # GatherElements of 12,288 values, 5.6 vs 4.4 at 256), or folds it away (OpenVINO, once
-    # the model is reshaped to static sizes: its condition is then a constant): an X of unknown
-    # size then takes masked taps or values where it proves large at run time, else X padded
-    # by a ring or a zero slot, which an X with an empty axis also takes (``Plan.small_x``).
-    cheap_if: bool = False
+    # What an X of unknown size takes where its linear or cubic taps (nearest: its values)
+    # could be masked once gathered rather than read from X padded by a ring or a zero slot:
+    # "padded" (a copy of X); "if": an If picks by X's size at run time, masked where X proves
+    # large, else padded, which an X with an empty axis also takes (``Plan.small_x``): the
+    # runtime runs an If for about a microsecond (onnxruntime 1.32: 34.3 vs 33.4 us for a
+    # GatherElements of 12,288 values, 5.6 vs 4.4 at 256); "masked": always, where an If
+    # copies every value its branches read (OpenVINO 2026.4 with symbolic sizes: 0.86 ms a run
+    # for a 3x480x640 X, which it reads unpadded in 0.2), and an X with an empty axis fails at
+    # run time, as onnxruntime's own GridSample does.
+    unknown_x: str = "padded"
     # The runtime keeps the tail of each subgraph in float32, as of its main graph, at its
     # reduced default precision (OpenVINO: ``EnforceInferencePrecision`` walks up from each
     # graph's outputs, and a Loop's body is a graph of its own), while it runs symbolic sizes
@@ -399,7 +403,7 @@ TARGETS: dict[str, Target] = {
             "BatchNormalization, deformable attention as one unit)",
             keeps=_onnxruntime_keeps,
             fuses_attention=True,
-            cheap_if=True,
+            unknown_x="if",
         ),
         Target(
             "openvino",
@@ -413,7 +417,7 @@ TARGETS: dict[str, Target] = {
             reduced_storage=True,
             float32_tail=ELEMENTWISE_AND_MOVES,
             short_innermost=64,
-            cheap_if=True,
+            unknown_x="masked",
             float32_bodies=True,
             slow_transpose=True,
             reorder_transposes=True,
