@@ -375,6 +375,21 @@ def planes_pay(sizes: Sizes, taps: int = 1, target: Target | None = None) -> boo
     return PLANES_SPATIAL_DIVISOR * sizes.spatial >= taps * sizes.points
 
 
+def planes_in_place_pay(sizes: Sizes, taps: int) -> bool:
+    """Whether several samples' planes are read from X in place rather than X moved first.
+
+    In place, each channel's taps take indices of their own, C x taps x P a sample, where
+    moving X to ``(C, N, S)`` copies C x S values (OpenVINO with symbolic sizes: 0.44 ms at
+    3x480x640, where its own GridSample samples 48x64 points in 0.21; kornia's warps as
+    exported 0.63-0.85x the time moved; 224x224 points of 3x224x224, 1.03-1.22x): where the
+    points are known and fewer than S / taps, or X's size is unknown (a warp to a fixed
+    output, as ``masked_taps_pay`` judges it too).
+    """
+    if sizes.points is None:
+        return False
+    return sizes.spatial is None or taps * sizes.points <= sizes.spatial
+
+
 def positions_fit_int32(spec: GridSampleSpec, sizes: Sizes) -> bool:
     """Whether every axis' tap positions fit int32 (before any are combined into a flat index).
 

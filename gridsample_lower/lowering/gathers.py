@@ -172,11 +172,16 @@ def _gather_rows(
     """
     r, n, c, taps, total = spec.rank, em.batch, em.channels, plan.taps, em.points
     index_type = plan.index_type
-    several = plan.planes and em.x_dim(0) != 1
-    if plan.planes and not several:  # one sample: gathered along its pixels, (C, S)
+    several = plan.in_place
+    if plan.planes and em.x_dim(0) == 1:  # one sample: gathered along its pixels, (C, S)
         rows = em.flatten(x, 2, lambda: [c, em.sample_size])
     elif several:  # (1, N*C*S): every value of X in place, each channel's index its own
         rows = _in_one_row(em, x)
+    elif plan.planes:  # (C, N*S): every sample's plane of a channel in a row, blocks moved
+        # (transposed as it is: tract 0.23 cannot prove (N, C, S) the size of a padded X of
+        # symbolic sizes, Reshape volume mismatch)
+        planes = em.Transpose(x, perm=[1, 0, *range(2, 2 + r)])
+        rows = em.flatten(planes, 1, lambda: [c, em.pixels])
     else:
         rows = _channels_last(em, x, r, plan.tiled)  # (N*S, C)
     flat = em.reshape(flat, [n, 1 if offsets else taps, total])

@@ -112,8 +112,9 @@ class Plan:
         planes: the rows of one sample are gathered from X's planes ``(C, S)`` along its
             pixels, C values per tap: no channels-last copy, no final Transpose, and each tap's
             weight broadcast over the leading (channel) axis. Several samples (or an unknown
-            batch): from every value of X on one axis, each channel's index its own, ``(C, N,
-            .., P)``; X is not moved, the small output is.
+            batch): X moved to ``(C, N*S)``, or with ``in_place``
+            (``costs.planes_in_place_pay``) every value of X read on one axis, each channel's
+            index its own, ``(C, N, .., P)``.
         empty: X has no values (a static 0 batch or channel): Y is X reshaped.
         reader: "" (the gathers above), or the target's own GridSample reads the taps
             (``native_taps``): "centres" (nearest at pixel centres) or "samples" (linear
@@ -145,6 +146,7 @@ class Plan:
     positions_from_grid: bool = False
     float_index: bool = False
     planes: bool = False
+    in_place: bool = False
     flat_points: bool = False
     empty: bool = False
     refusal: str = ""
@@ -400,8 +402,8 @@ def plan_of(
         several = target.slow_transpose and given.batch != 0
         planes = planes and combine in PLANE_SUMS and (given.batch == 1 or bool(several))
     tiled = tiled and not planes
-    several = planes and given.batch != 1  # every value of X on one axis (``gathers``)
-    if several:
+    several = planes and given.batch != 1 and costs.planes_in_place_pay(gathered, taps)
+    if several:  # every value of X on one axis (``gathers``)
         _, index_type, why["index_type"] = _choose_index_types(gathered, rows, target, whole=True)
     flat_points, why["flat_points"] = _choose_flat_points(
         spec, given, grid_shape, target, interleaved or from_grid
@@ -431,6 +433,7 @@ def plan_of(
         flat_points=flat_points,
         empty=given.batch == 0 or given.channels == 0,
         refusal=refusal,
+        in_place=several,
         interleaved=interleaved,
         merged=merged,
         components_first=first,
