@@ -22,10 +22,10 @@ from gridsample_lower.spec import GridSampleSpec, compute_dtype
 
 __all__ = [
     "batch_offsets",
-    "channel_offsets",
     "flat_index",
     "gather_index",
     "per_tap",
+    "plane_offsets",
     "samples_size",
     "tap_column",
     "tap_offsets",
@@ -231,46 +231,47 @@ def _strided_sum(em: Emitter, values: Sequence[ir.Value], rank: int, dtype: ir.D
     return total
 
 
-def samples_size(em: Emitter, rank: int, dtype: ir.DataType, whole: bool = False) -> ir.Value:
-    """``N * S``, one constant when both are static: the zero row past every sample's rows.
-
-    ``whole``: ``N * C * S``, the zero past every value of X (``batch_offsets``'s ``whole``).
-    """
-    first = 1 if whole else 2
-    batch, spatial = em.x_dim(0), em.static_size(range(first, 2 + rank))
+def samples_size(em: Emitter, rank: int, dtype: ir.DataType) -> ir.Value:
+    """``N * S``, one constant when both are static: the zero row past every sample's rows."""
+    batch, spatial = em.x_dim(0), em.static_size(range(2, 2 + rank))
     if batch is not None and spatial is not None:
         return em.const(batch * spatial, dtype)
-    return em.Mul(em.x_size(range(first, 2 + rank), dtype), em.x_size(range(0, 1), dtype))
+    return em.Mul(em.x_size(range(2, 2 + rank), dtype), em.x_size(range(0, 1), dtype))
 
 
-def batch_offsets(em: Emitter, rank: int, dtype: ir.DataType, whole: bool = False) -> ir.Value:
-    """``n * S`` shaped ``(N, 1, 1)``, to add to the ``(N, K, P)`` sample_type-sample indices.
+def batch_offsets(em: Emitter, rank: int, dtype: ir.DataType) -> ir.Value:
+    """``n * S`` shaped ``(N, 1, 1)``, to add to the ``(N, K, P)`` sample_type-sample indices."""
+    return _strided(em, 0, range(2, 2 + rank), [-1, 1, 1], dtype)
 
-    ``whole``: ``n * C * S``, each sample's offset among every value of X, flattened.
+
+def plane_offsets(em: Emitter, rank: int, dtype: ir.DataType) -> ir.Value:
+    """``n * C * S + c * S`` shaped ``(C, N, 1, 1)``: each plane's start in X flattened.
+
+    Added to ``(N, K, P)`` sample_type-sample indices, it gives ``(C, N, K, P)``: every
+    sample's planes read in place (``Plan.in_place``), where OpenVINO would copy X to put a
+    channel's planes side by side (``Transpose (1, 0, ..)``: 0.44 ms at 3x480x640).
     """
-    first = 1 if whole else 2
-    batch, size = em.x_dim(0), em.static_size(range(first, 2 + rank))
-    if batch is not None and size is not None:  # one constant, no Mul to fold
-        return em.const(np.arange(batch).reshape(batch, 1, 1) * size, dtype)
-    spatial = em.x_size(range(first, 2 + rank), dtype)
-    if batch is not None:
-        return em.Mul(em.const(np.arange(batch).reshape(batch, 1, 1), dtype), spatial)
-    n = em.Range(em.const(0, INT64), em.count(range(0, 1)), em.const(1, INT64))
-    n = em.Unsqueeze(n, em.const([1, 2], INT64))
-    return em.Mul(n if dtype == INT64 else em.Cast(n, to=dtype), spatial)
+    batch, channels, size = em.x_dim(0), em.x_dim(1), em.static_size(range(2, 2 + rank))
+    if None not in (batch, channels, size):  # one constant
+        starts = np.arange(channels)[:, None] * size + np.arange(batch)[None, :] * channels * size
+        return em.const(starts.reshape(channels, batch, 1, 1), dtype)
+    samples = _strided(em, 0, range(1, 2 + rank), [1, -1, 1, 1], dtype)
+    return em.Add(_strided(em, 1, range(2, 2 + rank), [-1, 1, 1, 1], dtype), samples)
 
 
-def channel_offsets(em: Emitter, rank: int, dtype: ir.DataType) -> ir.Value:
-    """``c * S`` shaped ``(C, 1, 1, 1)``: each channel's plane within a sample of X flattened.
+def _strided(
+    em: Emitter, axis: int, stride: range, shape: list[int], dtype: ir.DataType
+) -> ir.Value:
+    """Each index along X's ``axis`` times ``prod(X.shape[stride])``, shaped ``shape``.
 
-    Added to ``(N, K, P)`` indices (their batch offsets ``batch_offsets(whole=True)``), it
-    gives ``(C, N, K, P)``: every sample's planes read in place, where OpenVINO would copy X
-    to put a channel's planes side by side (``Transpose (1, 0, ..)``: 0.44 ms at 3x480x640).
+    ``shape`` holds -1 for the axis' indices, 1 elsewhere; one constant where both are static.
     """
-    channels, size = em.x_dim(1), em.static_size(range(2, 2 + rank))
-    if channels is not None and size is not None:
-        return em.const(np.arange(channels).reshape(channels, 1, 1, 1) * size, dtype)
-    spatial = em.x_size(range(2, 2 + rank), dtype)
-    c = em.Range(em.const(0, INT64), em.count(range(1, 2)), em.const(1, INT64))
-    c = em.Unsqueeze(c, em.const([1, 2, 3], INT64))
-    return em.Mul(c if dtype == INT64 else em.Cast(c, to=dtype), spatial)
+    count, size = em.x_dim(axis), em.static_size(stride)
+    if count is not None and size is not None:  # one constant, no Mul to fold
+        return em.const(np.arange(count).reshape(shape) * size, dtype)
+    factor = em.x_size(stride, dtype)
+    if count is not None:
+        return em.Mul(em.const(np.arange(count).reshape(shape), dtype), factor)
+    k = em.Range(em.const(0, INT64), em.count(range(axis, axis + 1)), em.const(1, INT64))
+    k = em.Unsqueeze(k, em.const([a for a, d in enumerate(shape) if d != -1], INT64))
+    return em.Mul(k if dtype == INT64 else em.Cast(k, to=dtype), factor)

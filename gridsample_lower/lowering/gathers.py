@@ -18,9 +18,9 @@ from gridsample_lower.lowering.costs import TILE
 from gridsample_lower.lowering.emitter import Emitter
 from gridsample_lower.lowering.flat_index import (
     batch_offsets,
-    channel_offsets,
     flat_index,
     gather_index,
+    plane_offsets,
     samples_size,
     tap_column,
     tap_offsets,
@@ -172,10 +172,9 @@ def _gather_rows(
     """
     r, n, c, taps, total = spec.rank, em.batch, em.channels, plan.taps, em.points
     index_type = plan.index_type
-    several = plan.in_place
     if plan.planes and em.x_dim(0) == 1:  # one sample: gathered along its pixels, (C, S)
         rows = em.flatten(x, 2, lambda: [c, em.sample_size])
-    elif several:  # (1, N*C*S): every value of X in place, each channel's index its own
+    elif plan.in_place:  # (1, N*C*S): every value of X in place, each channel's index its own
         rows = _in_one_row(em, x)
     elif plan.planes:  # (C, N*S): every sample's plane of a channel in a row, blocks moved
         # (transposed as it is: tract 0.23 cannot prove (N, C, S) the size of a padded X of
@@ -194,14 +193,17 @@ def _gather_rows(
     if em.x_dim(0) != 1:  # within-sample indices may be int32 where these offsets are not
         if not plan.float_index and plan.sample_type != index_type:
             flat = em.Cast(flat, to=index_type)
-        flat = em.Add(flat, batch_offsets(em, r, flat_type, whole=several))
-    if several:  # (C, N, K, P): each channel's plane at its offset within the sample
-        flat = em.Add(flat, channel_offsets(em, r, flat_type))
+        # (C, N, K, P) in place: each plane at its start in X flattened
+        offsets_of = plane_offsets if plan.in_place else batch_offsets
+        flat = em.Add(flat, offsets_of(em, r, flat_type))
     if plan.zero_slot:
-        past_end = samples_size(em, r, flat_type, whole=several)
+        if plan.in_place:  # past every value of X
+            past_end = em.x_size(range(0, 2 + r), flat_type)
+        else:
+            past_end = samples_size(em, r, flat_type)
         kept = em.Cast(em.reshape(inside, [n, 1, total]), to=flat_type)
         flat = where_inside(em, kept, flat, past_end)
-        if several:
+        if plan.in_place:
             rows = em.Concat(rows, _zeros(em, x.dtype, [1, 1]), axis=1)
         elif plan.planes:
             rows = em.Concat(rows, _zeros(em, x.dtype, [c, 1]), axis=1)
@@ -211,7 +213,7 @@ def _gather_rows(
         flat = gather_index(em, plan, flat)
     starts = None  # (chain) each tap's index: its scalar offset added to the (N, P) first taps
     if offsets is not None and plan.sum == "chain":
-        first = [c, n, total] if several else [n, total]
+        first = [c, n, total] if plan.in_place else [n, total]
         flat, starts = em.reshape(flat, first), tap_offsets(em, r, offsets, index_type)
     elif offsets is not None:  # every tap's index at once, (N, K, P)
         flat = em.Add(flat, tap_column(em, r, offsets, index_type))
@@ -250,7 +252,7 @@ def _gather_rows(
             (fraction, y_dtype),
             starts,
             kept,
-            tap_axis=2 if several else 1,
+            tap_axis=2 if plan.in_place else 1,
         )
     points = em.output_dims()
     if plan.planes:  # (C, N, P): the output's layout already where N is 1

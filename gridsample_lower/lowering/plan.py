@@ -402,15 +402,16 @@ def plan_of(
         several = target.slow_transpose and given.batch != 0
         planes = planes and combine in PLANE_SUMS and (given.batch == 1 or bool(several))
     tiled = tiled and not planes
-    several = planes and given.batch != 1 and costs.planes_in_place_pay(gathered, taps)
-    if several:  # every value of X on one axis (``gathers``)
+    in_place = planes and given.batch != 1 and costs.planes_in_place_pay(gathered, taps)
+    if in_place:  # every value of X on one axis (``gathers``)
+        why["in_place"] = "each channel's indices cost less than moving X"
         _, index_type, why["index_type"] = _choose_index_types(gathered, rows, target, whole=True)
     flat_points, why["flat_points"] = _choose_flat_points(
         spec, given, grid_shape, target, interleaved or from_grid
     )
     if force or combine not in SUMS[rows, spec.mode == "nearest"]:
         raise ValueError(f"cannot force {force or combine!r} with {'rows' if rows else 'elements'}")
-    refusal = int32_overflow(spec, given.dims, target, rows=rows, ring=ring, whole=several)
+    refusal = int32_overflow(spec, given.dims, target, rows=rows, ring=ring, whole=in_place)
     if target.reads_only and not reader and not refusal:
         refusal = f"the {target.name} target reads only through its GridSample: {why['reader']}"
     return Plan(
@@ -433,7 +434,7 @@ def plan_of(
         flat_points=flat_points,
         empty=given.batch == 0 or given.channels == 0,
         refusal=refusal,
-        in_place=several,
+        in_place=in_place,
         interleaved=interleaved,
         merged=merged,
         components_first=first,
@@ -867,7 +868,7 @@ def _choose_planes(
         return True, f"{why}: no copy of X, no transposed output"
     if sizes.batch != 1:
         count = "several" if sizes.batch is None else f"{sizes.batch}"
-        return True, f"{count} samples' planes read in place, each channel's index its own"
+        return True, f"{count} samples' planes: no channels-last copy, no transposed output"
     return True, f"{sizes.channels} channels of one sample: no copy of X, no transposed output"
 
 

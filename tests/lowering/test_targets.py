@@ -201,7 +201,7 @@ def test_openvino_reads_several_samples_planes_in_place(rank, mode, padding, bat
     """Several samples (or an unknown batch) of few channels are read from X flattened, each
     channel's plane at its offset: OpenVINO copies X for any Transpose, 0.44 ms at 3x480x640
     where its own GridSample of 48x64 points takes 0.21. Sizes symbolic too: X large or small at
-    run time (masked taps, or X padded, in an If)."""
+    run time, its taps masked once gathered."""
     sizes_in, sizes_out = [[41, 30, 9][:rank], [2, 3, 2][:rank]], [5, 4, 3][:rank]
     x_shape = [batch, 3, *[f"d{i}" if batch == "N" else sizes_in[0][i] for i in range(rank)]]
     grid_shape = [batch, *sizes_out, rank]
