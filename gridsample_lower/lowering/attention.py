@@ -388,6 +388,7 @@ class _Levels(Emitter):
         super().__init__(op, prefix, levels[0], grids[0], 2, target)
         self.levels, self.grids = levels, grids
         self.level_points = _dim(grids[0], 2)  # P, the points per level, where static
+        self.lead = 0  # its layout its own: queries first where OpenVINO would block taps
 
     def x_dim(self, axis: int) -> int | None:
         return super().x_dim(axis) if axis < 2 else None  # (no one spatial size)

@@ -47,6 +47,8 @@ class Emitter:
         self.target = target
         # per-point tensors' point axes: O1..Or, or one (``Plan.flat_points``)
         self.point_axes = 1 if flat_points else rank
+        # unit axes between the batch and the tap axes of per-axis tensors (Target.lone_axis_1)
+        self.lead = 1 if target.lone_axis_1 else 0
         self._op = op
         self.name = prefix  # the GridSample's: every node it emits is named "<name>/<Op>_<k>"
         self._counter = itertools.count(1)  # shared with ``with_x`` views: names stay unique

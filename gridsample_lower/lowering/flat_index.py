@@ -36,13 +36,17 @@ __all__ = [
 INT64 = ir.DataType.INT64
 
 
-def per_tap(values: Sequence[float], axis: int, rank: int, points: int | None = None) -> np.ndarray:
+def per_tap(
+    values: Sequence[float], axis: int, rank: int, points: int | None = None, lead: int = 0
+) -> np.ndarray:
     """``values`` shaped ``(1, 1.., T, ..1, 1..1)``: spatial ``axis``' taps on axis 1 + axis.
 
     ``points``: the point axes that follow the tap axes (``rank`` unless they are one).
+    ``lead``: unit axes between the batch and the tap axes (``Emitter.lead``).
     """
     points = rank if points is None else points
-    return np.reshape(values, [1] * (1 + axis) + [len(values)] + [1] * (rank - 1 - axis + points))
+    before, after = 1 + lead + axis, rank - 1 - axis + points
+    return np.reshape(values, [1] * before + [len(values)] + [1] * after)
 
 
 def flat_index(
@@ -187,7 +191,7 @@ def tap_table(
     static = _static_table(em, rank, offsets, points)
     if static is not None:
         return em.const(static, dtype)
-    shaped = [per_tap(offsets, a, rank, points) for a in range(rank)]
+    shaped = [per_tap(offsets, a, rank, points, em.lead) for a in range(rank)]
     return _strided_sum(em, [em.const(o, dtype) for o in shaped], rank, dtype)
 
 
@@ -217,7 +221,7 @@ def _static_table(
     strides = [em.static_size(range(3 + axis, 2 + rank)) for axis in range(rank)]
     if None in strides:
         return None
-    shaped = [per_tap(offsets, a, rank, points) for a in range(rank)]
+    shaped = [per_tap(offsets, a, rank, points, em.lead) for a in range(rank)]
     return sum(o * s for o, s in zip(shaped, strides, strict=True))
 
 

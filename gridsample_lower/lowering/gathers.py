@@ -115,7 +115,9 @@ def _gather_elements(
             kept = em.reshape(inside, [n, 1, *per_axis, *points])
             values = em.Where(kept, values, _zero(em, ct))
         for parts in weights:  # hi + lo in the region that multiplies: never stored
-            values = em.Mul(values, _whole(em, [em.Unsqueeze(p, one) for p in parts]))
+            # (N, 1, T.., O..): the unit axis after the batch given, where the emitter has it
+            shaped = [p if em.lead else em.Unsqueeze(p, one) for p in parts]
+            values = em.Mul(values, _whole(em, shaped))
         return em.ReduceSum(values, em.const(list(range(2, 2 + r)), INT64), keepdims=0)
     values = em.reshape(values, [n, c, plan.taps, *points])
     if plan.masks_values:  # outside taps add 0, whatever pixel they were clamped to

@@ -2,8 +2,10 @@
 
 Layout (docs/lowered-graph.md): per-axis tensors are shaped ``(N, T_1..T_r, O_1..O_r)``:
 batch first, one tap axis per spatial axis (T long on its own axis, 1 on the others), the
-output points innermost and planar. Adding the per-axis tensors broadcasts to all K = T**r tap
-combinations, which ``gathers.gather_and_combine`` fetches and sums as the ``Plan`` says.
+output points innermost and planar; ``(N, 1, T_1.., O_1..)`` where the target lays an axis 1
+of a few values out blocked (``Emitter.lead``, ``Target.lone_axis_1``). Adding the per-axis
+tensors broadcasts to all K = T**r tap combinations, which ``gathers.gather_and_combine``
+fetches and sums as the ``Plan`` says.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ def grid_coordinates(em: Emitter, grid: ir.Value, spec: GridSampleSpec) -> list[
     if em.point_axes == 1 and r > 1:  # (N, P, r): the points on one axis
         grid, points = em.reshape(grid, [em.batch, em.points, r]), 1
     if em.target.grid_by_gather:  # (N, O..) per component, then (N, 1..1, O..)
-        taps = em.const(list(range(1, r + 1)), INT64)
+        taps = em.const(list(range(1, r + 1 + em.lead)), INT64)
         return [
             em.Unsqueeze(em.Gather(grid, em.index(r - 1 - axis), axis=points + 1), taps)
             for axis in range(r)
@@ -72,7 +74,7 @@ def grid_coordinates(em: Emitter, grid: ir.Value, spec: GridSampleSpec) -> list[
     planar = em.Transpose(grid, perm=[points + 1, *range(points + 1)])
     if spec.grid_dtype != ct:
         planar = em.Cast(planar, to=ct)
-    planar = em.Unsqueeze(planar, em.const(list(range(2, r + 2)), INT64))
+    planar = em.Unsqueeze(planar, em.const(list(range(2, r + 2 + em.lead)), INT64))
     return [em.Gather(planar, em.index(r - 1 - axis), axis=0) for axis in range(r)]
 
 
@@ -90,10 +92,11 @@ class TapConstants:
 
     @property
     def tap_axis(self) -> int:
-        return 1 + self.axis
+        return 1 + self.em.lead + self.axis
 
     def __call__(self, values: Sequence[float]) -> ir.Value:
-        return self.em.const(per_tap(values, self.axis, self.rank, self.em.point_axes), self.dtype)
+        em = self.em
+        return em.const(per_tap(values, self.axis, self.rank, em.point_axes, em.lead), self.dtype)
 
 
 def interpolate(
@@ -191,7 +194,9 @@ def planar(em: Emitter, value: ir.Value, rank: int, tapped: bool) -> list[ir.Val
     parts = []
     for axis in range(rank):
         part = em.Gather(value, em.index(rank - 1 - axis), axis=0)
-        ones = [1 + k for k in range(rank) if k != axis] if tapped else list(range(1, 1 + rank))
+        lead = list(range(1, 1 + em.lead))
+        taps = [1 + em.lead + k for k in range(rank) if not tapped or k != axis]
+        ones = lead + taps
         parts.append(em.Unsqueeze(part, em.const(ones, INT64)) if ones else part)
     return parts
 
