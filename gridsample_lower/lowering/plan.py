@@ -454,6 +454,12 @@ def _choose_gather(
     """Rows (True) or GatherElements, and why. Judged by X's own sizes, before any ring."""
     if not target.allows("GatherElements"):
         return True, f"the {target.name} target has no GatherElements"
+    if target.elements_max_channels:
+        channels, most = sizes.channels, target.elements_max_channels
+        few = channels is not None and channels <= most
+        if few and spec.mode != "nearest" and spec.padding_mode != "zeros":
+            return False, f"{channels} channels of X read unpadded: GatherElements"
+        return True, f"{target.name}'s GatherElements pays on X unpadded of <= {most} channels"
     if int32_overflow(spec, sizes.dims, target, rows=True):
         return False, "the rows' indices, which span every sample, would pass int32"
     if sizes.batch is None and not target.allows("Range"):
