@@ -455,10 +455,9 @@ def _choose_gather(
     if not target.allows("GatherElements"):
         return True, f"the {target.name} target has no GatherElements"
     if target.elements_max_channels:
-        channels, most = sizes.channels, target.elements_max_channels
-        few = channels is not None and channels <= most
-        if few and spec.mode != "nearest" and spec.padding_mode != "zeros":
-            return False, f"{channels} channels of X read unpadded: GatherElements"
+        if _few_channels_unpadded(spec, sizes, target):
+            return False, f"{sizes.channels} channels of X read unpadded: GatherElements"
+        most = target.elements_max_channels
         return True, f"{target.name}'s GatherElements pays on X unpadded of <= {most} channels"
     if int32_overflow(spec, sizes.dims, target, rows=True):
         return False, "the rows' indices, which span every sample, would pass int32"
@@ -467,6 +466,15 @@ def _choose_gather(
     if costs.rows_pay(sizes, taps, target):
         return True, f"{sizes.channels} channels: contiguous rows beat one value per tap"
     return False, "few channels, or too few points to pay for a channels-last copy of X"
+
+
+def _few_channels_unpadded(spec: GridSampleSpec, sizes: costs.Sizes, target: Target) -> bool:
+    """Whether linear or cubic taps of few channels are read unpadded by GatherElements.
+
+    ``Target.elements_max_channels``; zeros padding's outside taps are masked once gathered.
+    """
+    channels, most = sizes.channels, target.elements_max_channels
+    return spec.mode != "nearest" and channels is not None and channels <= most
 
 
 def _choose_reader(spec: GridSampleSpec, sizes: costs.Sizes, target: Target) -> tuple[str, str]:
@@ -525,6 +533,10 @@ def _choose_masked_taps(
     padding X: where X is far larger than what the taps read (``costs.masked_taps_pay``).
     """
     if spec.mode == "nearest" or spec.padding_mode != "zeros" or not ring_width(spec, False):
+        return False, ""
+    if target.elements_max_channels:  # X never padded: masked or read as rows with a zero row
+        if _few_channels_unpadded(spec, sizes, target):
+            return True, f"{sizes.channels} channels of X read unpadded by GatherElements"
         return False, ""
     if target.reduced_storage:  # (interleaved: its rows or planes are masked once gathered)
         able = target.allows("Where")

@@ -149,11 +149,13 @@ class Target:
     # warp_affine as exported, reshaped to 2x3x40x56: an integer Clip 280 -> 38 us, the model
     # 1.94-2.03 -> 1.48-1.50x the original's time.
     lone_axis_1: bool = False
-    # GatherElements for linear and cubic taps where X has at most this many channels and is
-    # read unpadded (border and reflection padding), row Gathers elsewhere, whatever the costs
-    # say of onnxruntime (0: by the costs). tinygrad 0.14, against its rows: 0.07-0.15x at
-    # 1x3x224x224 and 1x8x224x224, 0.59-0.64 at 2x4x96x96, 1.09-1.38 at 1x8x64x64, and
-    # 0.85-1.97 with 16 to 64 channels; after a Pad or a zero slot, 30-140x slower.
+    # GatherElements for linear and cubic taps where X has at most this many channels, read
+    # unpadded (zeros padding's outside taps masked once gathered), row Gathers elsewhere,
+    # whatever the costs say of onnxruntime (0: by the costs). tinygrad 0.14, against its
+    # rows: 0.07-0.15x at 1x3x224x224 and 1x8x224x224, 0.52-0.70 at 2x4x96x96, 1.09-1.38 at
+    # 1x8x64x64, and 0.85-1.97 with 16 to 64 channels; after a Pad or a zero slot, 30-140x
+    # slower. Masked, an infinite pixel beside a dropped tap adds 0, where the rows' weights
+    # of 0 gave NaN.
     elements_max_channels: int = 0
 
     def __post_init__(self) -> None:
@@ -486,7 +488,7 @@ TARGETS: dict[str, Target] = {
             "tinygrad",
             "tinygrad (no GridSample): row Gathers of X unpadded (a Pad before a gather "
             "makes it a one-hot sum over every pixel there, 500x slower); GatherElements for "
-            "linear and cubic taps of up to 8 channels with border or reflection padding",
+            "linear and cubic taps of up to 8 channels (zeros padding masks them once gathered)",
             avoids=ONNXRUNTIME_ONLY | {"Pad"},
             elements_max_channels=8,
         ),
