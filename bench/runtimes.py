@@ -8,8 +8,8 @@ then timed in interleaved rounds on one thread: the median of each variant's rou
 lowered / native (< 1: the lowering is faster). Writes a markdown table.
 
 Run: ``pip install -e ".[test]" && python bench/runtimes.py [--quick] [--runtimes tract,tvm]
-[--out bench/results/runtimes.md]``. LiteRT (onnx2tf) needs its own environment:
-``bench/results/litert/REPORT.md``.
+[--only "1x3x224x224 224x224 linear/border"] [--no-generic] [--out bench/results/runtimes.md]``.
+LiteRT (onnx2tf) needs its own environment: ``bench/results/litert/REPORT.md``.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def _timer(runtime: str, model, feeds):
     return (lambda: run(feeds)), run
 
 
-def _case(runtime, x_shape, out, config, rounds, budget) -> dict:
+def _case(runtime, x_shape, out, config, rounds, budget, generic=True) -> dict:
     mode, padding, align = config
     rank = len(x_shape) - 2
     grid_shape = (x_shape[0], *out, rank)
@@ -78,7 +78,7 @@ def _case(runtime, x_shape, out, config, rounds, budget) -> dict:
         variants["native"] = model
     target = TARGET_OF[runtime]
     variants[f"lowered ({target})"] = lower(model, target=target, lower_all=True)
-    if target != "generic":
+    if target != "generic" and generic:
         variants["lowered (generic)"] = lower(model, lower_all=True)
     calls, notes = {}, []
     atol, rtol = tolerance(np.dtype(np.float32), mode)
@@ -103,6 +103,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--budget", type=float, default=0.2, help="Seconds per variant per round.")
     parser.add_argument(
+        "--only", action="append", default=[], help="cases whose 'X out config' label has it"
+    )
+    parser.add_argument(
+        "--no-generic", action="store_true", help="skip generic (tinygrad: minutes a case)"
+    )
+    parser.add_argument(
         "--out", type=pathlib.Path, default=pathlib.Path("bench/results/runtimes.md")
     )
     args = parser.parse_args()
@@ -119,7 +125,12 @@ def main() -> None:
     for runtime in args.runtimes.split(","):
         for x_shape, out in shapes:
             for config in configs:
-                result = _case(runtime, x_shape, out, config, args.rounds, args.budget)
+                label = f"{'x'.join(map(str, x_shape))} {'x'.join(map(str, out))} "
+                label += "/".join(map(str, config))
+                if args.only and not any(text in label for text in args.only):
+                    continue
+                generic = not args.no_generic
+                result = _case(runtime, x_shape, out, config, args.rounds, args.budget, generic)
                 ms = result["ms"]
                 target = f"lowered ({TARGET_OF[runtime]})"
                 native, lowered = ms.get("native"), ms.get(target)
