@@ -194,9 +194,8 @@ def planar(em: Emitter, value: ir.Value, rank: int, tapped: bool) -> list[ir.Val
     parts = []
     for axis in range(rank):
         part = em.Gather(value, em.index(rank - 1 - axis), axis=0)
-        lead = list(range(1, 1 + em.lead))
-        taps = [1 + em.lead + k for k in range(rank) if not tapped or k != axis]
-        ones = lead + taps
+        own = 1 + em.lead + axis if tapped else None  # its tap axis, which T holds
+        ones = [a for a in range(1, 1 + em.lead + rank) if a != own]
         parts.append(em.Unsqueeze(part, em.const(ones, INT64)) if ones else part)
     return parts
 
