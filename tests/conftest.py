@@ -48,7 +48,7 @@ def make_grid(rng, shape, *, far=False, dtype=np.float32):
 
 
 def run_ort(model: onnx.ModelProto, feeds: dict) -> np.ndarray:
-    return onnxruntime_runner(model)(feeds)[0]
+    return onnxruntime_runner(model, threads=1)(feeds)[0]
 
 
 def run_onnx_reference(model: onnx.ModelProto, feeds: dict) -> np.ndarray:

@@ -311,32 +311,40 @@ def run_iree(model, feeds: Feeds) -> list[np.ndarray]:
 # ---------------------------------------------------------------- TVM
 
 
-_TVM_TARGET = None
+@functools.cache
+def _tvm_target(llvm_opt_level: int | None = None):
+    import tvm
+
+    options = {"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu()}
+    if llvm_opt_level is not None:
+        options["opt-level"] = llvm_opt_level
+    # 1 thread (TVM_NUM_THREADS is read when the pool starts; this fixes it if it already did).
+    # It also pins the calling thread to core 0: undone, or every runtime run after it in this
+    # process (and every pytest-xdist worker) shares that one core.
+    config = tvm.get_global_func("runtime.config_threadpool", allow_missing=True)
+    if config is not None:
+        cores = os.sched_getaffinity(0)
+        config(1, 1)
+        os.sched_setaffinity(0, cores)
+    return tvm.target.Target(options)
 
 
-def _tvm_target():
-    global _TVM_TARGET
-    if _TVM_TARGET is None:
-        import tvm
-
-        _TVM_TARGET = tvm.target.Target(
-            {"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu()}
-        )
-        # 1 thread (TVM_NUM_THREADS is read when the pool starts; this fixes it if it already did)
-        config = tvm.get_global_func("runtime.config_threadpool", allow_missing=True)
-        if config is not None:
-            config(1, 1)
-    return _TVM_TARGET
-
-
-def prepare_tvm(model, feeds: Feeds | None = None, fold_constants: bool = True) -> Prepared:
+def prepare_tvm(
+    model,
+    feeds: Feeds | None = None,
+    fold_constants: bool = True,
+    llvm_opt_level: int | None = None,
+) -> Prepared:
     """TVM relax: ``from_onnx`` -> DecomposeOpsForInference, CanonicalizeBindings and the "zero"
     pipeline (LegalizeOps, FoldConstant, FuseOps, FuseTIR), as TVM's import tutorial compiles
     before ``tvm.compile`` (llvm), whose default CPU pipeline fuses nothing.
 
     ``fold_constants=False`` leaves FoldConstant out (the suite's runs): it compiles every
     constant expression the ONNX frontend writes (a few per Gather) with LLVM on its own, 25 s
-    of a 3-D cubic graph's 30. Symbolic dims become relax ``tir.Var``s; the compiled VM takes
+    of a 3-D cubic graph's 30. ``llvm_opt_level=0`` (the suite's runs too) has LLVM generate
+    code without optimizing it: TVM's own passes are the same, and a 3-D cubic graph compiles in
+    2.3 s instead of 13.9 (``bench/runtimes.py``, which times the code, checks its outputs at
+    LLVM's default level). Symbolic dims become relax ``tir.Var``s; the compiled VM takes
     any concrete size.
     """
     import tvm
@@ -344,10 +352,10 @@ def prepare_tvm(model, feeds: Feeds | None = None, fold_constants: bool = True) 
     from tvm.relax.frontend.onnx import from_onnx
 
     proto = _proto(model)
-    key = _key("tvm", proto.SerializeToString(), fold_constants)
+    key = _key("tvm", proto.SerializeToString(), fold_constants, llvm_opt_level)
 
     def build() -> Prepared:
-        target = _tvm_target()
+        target = _tvm_target(llvm_opt_level)
         mod = _stage("tvm", "import", from_onnx, proto, keep_params_in_input=False)
 
         def compile_():
@@ -377,8 +385,10 @@ def prepare_tvm(model, feeds: Feeds | None = None, fold_constants: bool = True) 
     return _cached(key, build)
 
 
-def run_tvm(model, feeds: Feeds, fold_constants: bool = True) -> list[np.ndarray]:
-    return prepare_tvm(model, feeds, fold_constants)(feeds)
+def run_tvm(
+    model, feeds: Feeds, fold_constants: bool = True, llvm_opt_level: int | None = None
+) -> list[np.ndarray]:
+    return prepare_tvm(model, feeds, fold_constants, llvm_opt_level)(feeds)
 
 
 # ---------------------------------------------------------------- tinygrad
@@ -441,7 +451,8 @@ def run_tinygrad(model, feeds: Feeds) -> list[np.ndarray]:
 RUNNERS: dict[str, Callable[..., list[np.ndarray]]] = {
     "tract": run_tract,
     "iree": run_iree,
-    "tvm": functools.partial(run_tvm, fold_constants=False),  # (compile time: prepare_tvm)
+    # (compile time: prepare_tvm)
+    "tvm": functools.partial(run_tvm, fold_constants=False, llvm_opt_level=0),
     "tinygrad": run_tinygrad,
 }
 

@@ -231,7 +231,7 @@ def test_if_branches_at_any_depth_and_loop_body(rng):
 def onnx_outputs(model, feeds):
     from gridsample_lower.runtime import onnxruntime_runner
 
-    return onnxruntime_runner(model)(feeds)
+    return onnxruntime_runner(model, threads=1)(feeds)
 
 
 def test_function_with_default_and_call_site_attributes(rng):

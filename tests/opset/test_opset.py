@@ -16,7 +16,7 @@ from gridsample_lower.runtime import onnxruntime_runner
 
 
 def outputs(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
-    return onnxruntime_runner(model)(feeds)
+    return onnxruntime_runner(model, threads=1)(feeds)
 
 
 def assert_same_outputs(model, other, feeds):
