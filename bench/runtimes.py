@@ -129,8 +129,9 @@ def main() -> None:
                 label += "/".join(map(str, config))
                 if args.only and not any(text in label for text in args.only):
                     continue
-                generic = not args.no_generic
-                result = _case(runtime, x_shape, out, config, args.rounds, args.budget, generic)
+                result = _case(
+                    runtime, x_shape, out, config, args.rounds, args.budget, not args.no_generic
+                )
                 ms = result["ms"]
                 target = f"lowered ({TARGET_OF[runtime]})"
                 native, lowered = ms.get("native"), ms.get(target)

@@ -457,8 +457,10 @@ def _choose_gather(
     if target.elements_max_channels:
         if _few_channels_unpadded(spec, sizes, target):
             return False, f"{sizes.channels} channels of X read unpadded: GatherElements"
-        most = target.elements_max_channels
-        return True, f"{target.name}'s GatherElements pays on X unpadded of <= {most} channels"
+        if spec.mode == "nearest":
+            return True, f"nearest: the {target.name} target reads rows of X unpadded"
+        channels = sizes.channels if sizes.channels is not None else "an unknown count of"
+        return True, f"{channels} channels, over {target.elements_max_channels}: rows"
     if int32_overflow(spec, sizes.dims, target, rows=True):
         return False, "the rows' indices, which span every sample, would pass int32"
     if sizes.batch is None and not target.allows("Range"):
