@@ -6,6 +6,7 @@ too and match the reference. With --target openvino the 4-D nodes stay native.
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -628,6 +629,45 @@ def test_a_grid_merges_its_trailing_axes_until_the_innermost_is_long(
     _assert_runs_as_exported_and_reshaped(lowered, feeds, expected, mode)
 
 
+@pytest.mark.parametrize(
+    ("grid_shape", "padding"),
+    [(["N", 7, 5, 2], "zeros"), (["N", 3, 4, 5, 3], "reflection"), (["N", 2, 6, 1, 3], "border")],
+    ids=["2-D", "3-D", "3-D-one-column"],
+)
+@pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
+def test_a_grid_of_static_points_and_a_short_last_axis_is_lowered_on_one_axis(
+    grid_shape, padding, mode, rng
+):
+    """Symbolic sizes, a stored grid (merged coordinates) whose points are static and whose
+    last axis is short (RAFT's lookups, (N, 7, 7, 2)): lowered on the grid reshaped to
+    (N, 1.., P, r), Y reshaped back (``plan.flat_grid``). As exported and reshaped on
+    OpenVINO, and on onnxruntime, against the reference, far grids too."""
+    r, width = grid_shape[-1], grid_shape[-2]
+    spec = GridSampleSpec(r, mode, padding, 0)
+    symbolic_x = ["N", 3, *["D"] * r]
+    plan = plan_of(spec, symbolic_x, grid_shape, get_target("openvino"), grid_from="stored")
+    assert plan.flat_grid, plan.why["flat_grid"]
+    lowered = lower(
+        _merged_model(grid_shape, mode, width, padding), target="openvino", lower_all=True
+    )
+    (flat,) = [n for n in lowered.graph.node if n.op_type == "Reshape" and n.input[0] == "grid"]
+    feeds = {
+        "X": rng.standard_normal((2, 3, *[9, 11, 7][:r])).astype(np.float32),
+        "g": make_grid(rng, [2, *grid_shape[1:]], far=True),
+    }
+    points = math.prod(grid_shape[1:-1])
+    assert run_ort(_with_output(lowered, flat.output[0]), feeds).shape == (
+        2,
+        *[1] * (r - 1),
+        points,
+        r,
+    )
+    sampled = grid_sample(feeds["X"], feeds["g"], mode, padding, 0).astype(np.float32)
+    expected = sampled @ np.eye(width, dtype=np.float32)[::-1]
+    assert_close(run_ort(lowered, feeds), expected, mode)
+    _assert_runs_as_exported_and_reshaped(lowered, feeds, expected, mode)
+
+
 def _assert_runs_as_exported_and_reshaped(model, feeds, expected, mode):
     """OpenVINO (float32) runs ``model`` as it is and reshaped to the feeds' sizes, as expected."""
     core = ov.Core()
@@ -639,13 +679,13 @@ def _assert_runs_as_exported_and_reshaped(model, feeds, expected, mode):
         assert_close(compiled(feeds)[compiled.outputs[0]], expected, mode)
 
 
-def _merged_model(grid_shape, mode, width):
+def _merged_model(grid_shape, mode, width, padding="border"):
     """X -> GridSample(X, Identity(g)) -> MatMul by a reversing permutation: symbolic sizes."""
     r = grid_shape[-1]
     x_shape = ["N" if grid_shape[0] == "N" else 1, 3, *[f"D{a}" for a in range(r)]]
     nodes = [
         onnx.helper.make_node("Identity", ["g"], ["grid"]),
-        onnx.helper.make_node("GridSample", ["X", "grid"], ["s"], mode=mode, padding_mode="border"),
+        onnx.helper.make_node("GridSample", ["X", "grid"], ["s"], mode=mode, padding_mode=padding),
         onnx.helper.make_node("MatMul", ["s", "flip"], ["Y"]),
     ]
     flip = onnx.numpy_helper.from_array(np.eye(width, dtype=np.float32)[::-1].copy(), "flip")

@@ -596,6 +596,14 @@ STRATEGIES = [
         "the output points on one axis, (N, T.., P)",
     ),
     Strategy(
+        "flat_grid",
+        "True",
+        "merged interleaved coordinates (openvino, symbolic sizes) of a grid whose point axes "
+        "are static and whose last is shorter than 64 points (RAFT's lookups, (N, 7, 7, 2)): "
+        "the grid reshaped to (N, 1.., P, r) first and Y back last, every per-point tensor "
+        "then holding the points on its last axis; not where a point axis is symbolic",
+    ),
+    Strategy(
         "fraction",
         "True",
         "interleaved linear rows (openvino) but zeros padding without a ring: each axis' "

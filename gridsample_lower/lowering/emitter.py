@@ -103,6 +103,11 @@ class Emitter:
         return view
 
     @property
+    def grid(self) -> ir.Value:
+        """The grid the node is lowered on (reshaped where ``with_points_on_one_axis``)."""
+        return self._grid
+
+    @property
     def merged(self) -> bool:
         """Whether interleaved values are merged (``merged_axes``)."""
         return self.merged_axes > 0
@@ -127,6 +132,24 @@ class Emitter:
         """This node's emitter, reading X's shape from ``x`` (X padded, say) from here on."""
         view = copy.copy(self)
         view._x, view._x_shape, view._once = x, self._shape_of(x), {}
+        return view
+
+    def with_points_on_one_axis(self) -> Emitter:
+        """This node's emitter, its grid reshaped to ``(N, 1.., P, r)`` (``Plan.flat_grid``).
+
+        The reshaped grid carries its static sizes, which the layout of interleaved values
+        (``merged_axes``) and the output's sizes are read from.
+        """
+        dims = self._shape_of(self._grid)
+        points = self.points
+        flat = self.reshape(self._grid, [self.batch, *[1] * (self.rank - 1), points, self.rank])
+        flat.dtype = self._grid.dtype
+        if dims is not None:
+            sizes = [dims[0], *[1] * (self.rank - 1), points, self.rank]
+            flat.shape = ir.Shape([d if isinstance(d, int) else None for d in sizes])
+        view = copy.copy(self)
+        view._grid, view._once = flat, {}
+        view.merged_axes = view._axes_to_merge() if self.merged else 0
         return view
 
     # Operations whose form depends on what the target allows.

@@ -7,6 +7,7 @@ the onnxscript rule and the pass alike.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Callable
@@ -78,6 +79,15 @@ def decompose(
     )
     if plan.empty:  # Y is empty too. (onnxruntime's optimizer mis-handles the general graph.)
         return em.reshape(x, [em.batch, em.channels, *em.output_dims()])
+    if plan.flat_grid:  # lowered on the grid as (N, 1.., P, r), Y reshaped back
+        flat = em.with_points_on_one_axis()
+        y = _lower(flat, x, flat.grid, spec, dataclasses.replace(plan, flat_grid=False))
+        return em.reshape(y, [em.batch, em.channels, *em.output_dims()])
+    return _lower(em, x, grid, spec, plan)
+
+
+def _lower(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, plan: Plan):
+    """The target's own GridSample reading the taps, or the gathers, fenced where planned."""
     if plan.reader:  # the target's own GridSample reads the taps
         return read_by_native(em, x, grid, spec, plan)
     if plan.fenced:  # symbolic sizes: in a Loop's body, which the runtime keeps in float32

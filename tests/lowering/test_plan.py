@@ -693,6 +693,18 @@ FLAT_CASES = [  # (why, spec, x_shape, grid_shape, where, flat_points)
 ]
 
 
+FLAT_GRID_CASES = [  # (why, spec, x_shape, grid_shape, where, flat_grid)
+    ("a grid of shapes", LINEAR, SYMBOLIC_X, ["N", 7, 7, 2], {"grid_from": "shapes"}, True),
+    ("a stored grid", CUBIC, SYMBOLIC_X, ["N", 7, 5, 2], {"grid_from": "stored"}, True),
+    ("a symbolic point axis", LINEAR, SYMBOLIC_X, ["N", "Q", 4, 2], {"grid_from": "stored"}, False),
+    ("a long last axis", LINEAR, SYMBOLIC_X, ["N", 7, 64, 2], {"grid_from": "stored"}, False),
+    ("one row already", LINEAR, SYMBOLIC_X, ["N", 1, 40, 2], {"grid_from": "stored"}, False),
+    ("static sizes", LINEAR, [1, 3, 8, 8], [1, 7, 7, 2], {"grid_from": "shapes"}, False),
+    ("a grid from an input: planar", LINEAR, SYMBOLIC_X, ["N", 7, 7, 2], {}, False),
+    ("planar in the tail", NEAREST, SYMBOLIC_X, ["N", 7, 7, 2], {"tail": True}, False),
+]
+
+
 FIRST_CASES = [  # (why, spec, x_shape, grid_shape, where, components_first)
     ("a stored grid", LINEAR, SYMBOLIC_X, ["N", "H", "W", 2], {"grid_from": "stored"}, True),
     ("static sizes too", LINEAR, [1, 3, 8, 8], [1, 48, 64, 2], {"grid_from": "stored"}, True),
@@ -743,6 +755,7 @@ OPENVINO_FORMS = [
     *[("float32_kept", *case) for case in KEPT_CASES],
     *[("merged", *case) for case in MERGED_CASES],
     *[("flat_points", *case) for case in FLAT_CASES],
+    *[("flat_grid", *case) for case in FLAT_GRID_CASES],
     *[("components_first", *case) for case in FIRST_CASES],
     *[("fenced", *case) for case in FENCED_CASES],
 ]
@@ -768,6 +781,9 @@ def test_openvinos_forms_are_taken_where_they_pay_and_are_safe(
     precision). ``plan.flat_points``: planar coordinates (nearest and cubic in the float32
     tail) of symbolic sizes whose output's last axis is static and short
     (``Target.short_innermost``), where OpenVINO's kernels of symbolic sizes run near scalar.
+    ``plan.flat_grid``: merged coordinates of a grid whose points are static and whose last
+    axis is short, lowered on the grid as (N, 1.., P, r) (RAFT's lookups); not where a point
+    axis is symbolic (its Reshape's sizes cost more than it saves).
     ``plan.components_first``: a grid stored before it is read
     (or in the float32 tail) loses nothing by a Transpose first, and then no coordinate is
     transposed after; not one OpenVINO would read in float32, nor one of shapes, nor a short
