@@ -745,8 +745,9 @@ def _choose_flat_grid(
     lookups, a grid of (N, 7, 7, 2), ran their taps' inside tests and products on
     (N, 1, 2, 2, 7, 7) as exported on OpenVINO, op by op over an innermost axis of 7 at
     5-9 ns a value. On the grid reshaped to (N, 1, 49, 2), and Y back, RAFT's TorchScript
-    export ran 0.76-0.80x the time, 1.21-1.24 of the original where it had run 1.56-1.62.
-    kornia's warp_affine3d, (N, 12, 16, 20, 3): 0.71-0.85x. Only where the coordinates are
+    export ran 0.74-0.87x the time as exported (paired), 1.29-1.35 of the original where it
+    had run 1.56-1.62; kornia's warp_affine3d, (N, 12, 16, 20, 3): 0.77-0.85x (static sizes
+    0.71-0.80x). Only where the coordinates are
     ``merged``: symbolic sizes (static ones run fused), and a grid whose Reshape rounds
     nothing at OpenVINO's default precision (stored before it is read, of constants and
     shapes, or in the float32 tail). Not where a point axis is symbolic: RT-DETR's decoder,
