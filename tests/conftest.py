@@ -47,8 +47,13 @@ def make_grid(rng, shape, *, far=False, dtype=np.float32):
     return grid.astype(dtype)
 
 
+def ort_outputs(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
+    """onnxruntime's outputs, one thread a session: pytest-xdist runs a worker on every core."""
+    return onnxruntime_runner(model, threads=1)(feeds)
+
+
 def run_ort(model: onnx.ModelProto, feeds: dict) -> np.ndarray:
-    return onnxruntime_runner(model, threads=1)(feeds)[0]
+    return ort_outputs(model, feeds)[0]
 
 
 def run_onnx_reference(model: onnx.ModelProto, feeds: dict) -> np.ndarray:

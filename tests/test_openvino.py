@@ -668,6 +668,24 @@ def test_a_grid_of_static_points_and_a_short_last_axis_is_lowered_on_one_axis(
     _assert_runs_as_exported_and_reshaped(lowered, feeds, expected, mode)
 
 
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+def test_a_grid_of_static_points_in_the_float32_tail_is_lowered_on_one_axis(padding, rng):
+    """The same in the float32 tail, unfenced (linear: interleaved there): the GridSample is
+    the model's output, its grid a model input. Against the reference, far grids too."""
+    model = gridsample_model(["N", 3, "D0", "D1"], ["N", 7, 5, 2], "linear", padding, 0)
+    lowered = lower(model, target="openvino", lower_all=True)
+    assert not any(n.op_type == "Loop" for n in lowered.graph.node)
+    (flat,) = [n for n in lowered.graph.node if n.op_type == "Reshape" and n.input[0] == "grid"]
+    feeds = {
+        "X": rng.standard_normal((2, 3, 9, 11)).astype(np.float32),
+        "grid": make_grid(rng, [2, 7, 5, 2], far=True),
+    }
+    assert run_ort(_with_output(lowered, flat.output[0]), feeds).shape == (2, 1, 35, 2)
+    expected = grid_sample(feeds["X"], feeds["grid"], "linear", padding, 0).astype(np.float32)
+    assert_close(run_ort(lowered, feeds), expected, "linear")
+    _assert_runs_as_exported_and_reshaped(lowered, feeds, expected, "linear")
+
+
 def _assert_runs_as_exported_and_reshaped(model, feeds, expected, mode):
     """OpenVINO (float32) runs ``model`` as it is and reshaped to the feeds' sizes, as expected."""
     core = ov.Core()

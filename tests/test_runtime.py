@@ -9,10 +9,10 @@ import numpy as np
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
-from conftest import make_grid
+from conftest import make_grid, ort_outputs
 
 from gridsample_lower.models import gridsample_model
-from gridsample_lower.runtime import onnxruntime_runner, onnxruntime_runs
+from gridsample_lower.runtime import onnxruntime_runs
 from gridsample_lower.spec import MODES, GridSampleSpec
 
 D = ir.DataType
@@ -57,9 +57,7 @@ def test_float16_runs_as_the_float32_kernel_rounded(mode, padding, align, rng):
     single = gridsample_model([2, 3, 7, 10], [2, 5, 6, 2], mode, padding, align)
     session = ort.InferenceSession(half.SerializeToString(), providers=["CPUExecutionProvider"])
     (y,) = session.run(None, {"X": x, "grid": grid})  # onnxruntime as it is, not our runner
-    (y32,) = onnxruntime_runner(single, threads=1)(
-        {"X": x.astype(np.float32), "grid": grid.astype(np.float32)}
-    )
+    (y32,) = ort_outputs(single, {"X": x.astype(np.float32), "grid": grid.astype(np.float32)})
     assert y.dtype == np.float16 and np.array_equal(y, y32.astype(np.float16), equal_nan=True)
 
 
@@ -76,7 +74,7 @@ def test_bfloat16_inputs_and_outputs_pass_as_float32():
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)
     a = np.array([1.5, -3.25, 1e30], dtype=ml_dtypes.bfloat16)
-    (b,) = onnxruntime_runner(model, threads=1)({"a": a})
+    (b,) = ort_outputs(model, {"a": a})
     assert b.dtype == ml_dtypes.bfloat16 and np.array_equal(a, b)
 
 
@@ -106,9 +104,7 @@ def test_a_grid_the_model_rounds_to_float16_is_sampled_rounded(rng):
     g32 = rng.uniform(-1, 1, (1, 28, 28, 2)).astype(np.float32)
     single = gridsample_model([1, 2, 28, 28], [1, 28, 28, 2])
     rounded = g32.astype(np.float16).astype(np.float32)
-    (expected,) = onnxruntime_runner(single, threads=1)(
-        {"X": x.astype(np.float32), "grid": rounded}
-    )
-    (y,) = onnxruntime_runner(model, threads=1)({"x": x, "g32": g32})
+    (expected,) = ort_outputs(single, {"X": x.astype(np.float32), "grid": rounded})
+    (y,) = ort_outputs(model, {"x": x, "g32": g32})
     np.testing.assert_array_equal(y, expected.astype(np.float16))
     assert verify(model, lower(model)).ok

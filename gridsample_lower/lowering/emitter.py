@@ -29,6 +29,11 @@ ALL_AXES = -1
 TILED_CONSTANT_MAX = 2**16  # values of a per-axis constant tiled over the grid's last axis
 
 
+def _of_x(key: tuple) -> bool:
+    """Whether an ``Emitter.once`` key names a size of X alone (not of the grid, nor a layout)."""
+    return key[0] in ("x_size", "size", "count", "dim tensor", "sizes") or key[1:2] == ("x",)
+
+
 class Emitter:
     """Emit named nodes through an onnxscript builder."""
 
@@ -148,7 +153,7 @@ class Emitter:
             sizes = [dims[0], *[1] * (self.rank - 1), points, self.rank]
             flat.shape = ir.Shape([d if isinstance(d, int) else None for d in sizes])
         view = copy.copy(self)
-        view._grid, view._once = flat, {}
+        view._grid, view._once = flat, {k: v for k, v in self._once.items() if _of_x(k)}
         view.merged_axes = view._axes_to_merge() if self.merged else 0
         return view
 

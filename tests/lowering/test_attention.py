@@ -13,6 +13,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
+from conftest import ort_outputs
 from onnx import helper
 from test_passes import INVENTORY
 
@@ -119,7 +120,7 @@ def test_both_exporters_spellings_and_keepdims(symbolic, keepdims):
     assert {n.op_type for n in candidate.graph.node} <= INVENTORY  # docs/lowered-graph.md's ops
     values = feeds(model)
     assert_close(
-        onnxruntime_runner(candidate, threads=1)(values)[0],
+        ort_outputs(candidate, values)[0],
         truth(model, values),
         np.float32,
         "linear",
@@ -133,7 +134,7 @@ def test_other_float_types(dtype, target):
     candidate, attentions = fused(model, target)
     assert attentions
     values = feeds(model, dtype=dtype)
-    actual = onnxruntime_runner(candidate, threads=1)(values)[0]
+    actual = ort_outputs(candidate, values)[0]
     assert actual.dtype == dtype
     assert_close(actual, truth(model, values), dtype, "linear")
 
@@ -184,7 +185,7 @@ def test_what_departs_from_the_pattern_is_lowered_node_by_node(edit):
             [[[1.0]], [[0.5]], [[2.0]]]
         ]
         values["weights"] = values["weights"].astype(np.float32)
-    actual = onnxruntime_runner(candidate, threads=1)(values)
+    actual = ort_outputs(candidate, values)
     expected = Oracle(model, native=True)(values)
     for a, e in zip(actual, expected, strict=True):
         np.testing.assert_allclose(a, e, atol=1e-5)
@@ -274,7 +275,7 @@ def test_levels_split_from_one_value_are_read_from_it(padding):
     assert readers == ["Reshape"]  # its rows as they are: no Transpose, no copy per level
     for seed in (0, 1):
         values = feeds_from_values(model, seed)
-        actual = onnxruntime_runner(candidate, threads=1)(values)[0]
+        actual = ort_outputs(candidate, values)[0]
         assert_close(actual, truth(model, values), np.float32, "linear")
 
 
@@ -294,7 +295,7 @@ def test_values_of_another_rank_are_not_taken_for_the_split_values():
     values = feeds_from_values(model, seed=0, heads=1)
     values["value"] = values["value"].reshape(BATCH, total, CHANNELS)
     assert_close(
-        onnxruntime_runner(candidate, threads=1)(values)[0],
+        ort_outputs(candidate, values)[0],
         truth(model, values),
         np.float32,
         "linear",
@@ -324,7 +325,7 @@ def test_the_onnxruntime_target_fuses_what_it_keeps_where_heads_have_32_channels
     for level, (height, width) in enumerate(LEVELS):
         x = rng.standard_normal((BATCH, channels, height, width)).astype(np.float32)
         values[f"X{level}"] = x
-    actual = onnxruntime_runner(candidate, threads=1)(values)[0]
+    actual = ort_outputs(candidate, values)[0]
     assert_close(actual, truth(model, values), np.float32, "linear")
     skipped, attentions = _by_default(model, target="onnxruntime", skip=["sample1"])
     assert attentions == {}

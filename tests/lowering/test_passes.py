@@ -13,6 +13,7 @@ from conftest import (
     assert_close,
     gridsample_model,
     make_grid,
+    ort_outputs,
     run_ort,
 )
 from onnxscript import rewriter
@@ -229,9 +230,7 @@ def test_if_branches_at_any_depth_and_loop_body(rng):
 
 
 def onnx_outputs(model, feeds):
-    from gridsample_lower.runtime import onnxruntime_runner
-
-    return onnxruntime_runner(model, threads=1)(feeds)
+    return ort_outputs(model, feeds)
 
 
 def test_function_with_default_and_call_site_attributes(rng):

@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 import onnx_ir
 import pytest
-from conftest import assert_close, gridsample_model, make_grid, run_ort
+from conftest import assert_close, gridsample_model, make_grid, ort_outputs, run_ort
 from onnx import numpy_helper
 
 from gridsample_lower import UnsupportedGridSample, lower, lower_with_report
@@ -230,11 +230,9 @@ def test_lowered_with_kept_nodes_still_computes_the_same(model, rng):
         "V": rng.standard_normal((1, 2, 3, 4, 5)).astype(np.float32),
         "vgrid": make_grid(rng, (1, 2, 2, 2, 3)),
     }
-    from gridsample_lower.runtime import onnxruntime_runner
-
     for got, want in zip(
-        onnxruntime_runner(lowered, threads=1)(feeds),
-        onnxruntime_runner(model, threads=1)(feeds),
+        ort_outputs(lowered, feeds),
+        ort_outputs(model, feeds),
         strict=True,
     ):
         assert_close(got, want, "linear")

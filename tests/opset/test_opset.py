@@ -7,16 +7,15 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from conftest import gridsample_model, make_grid
+from conftest import gridsample_model, make_grid, ort_outputs
 
 from gridsample_lower import LowerGridSamplePass
 from gridsample_lower.lowering.inventory import find_gridsamples
 from gridsample_lower.opset import OpsetConversionError, downgrade, upgrade
-from gridsample_lower.runtime import onnxruntime_runner
 
 
 def outputs(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
-    return onnxruntime_runner(model, threads=1)(feeds)
+    return ort_outputs(model, feeds)
 
 
 def assert_same_outputs(model, other, feeds):
