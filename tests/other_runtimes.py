@@ -20,7 +20,9 @@ configured to 1; tinygrad gets ``NUM_CPU_THREADS=1`` (+ ``THREADS=0`` for its CP
 
 Caching: compiled artifacts are kept per (model bytes, options[, input shapes]) in-process, so a
 pytest suite compiles each model once. ``prepare_<runtime>`` returns the compiled callable alone
-(for timing: ``fn = prepare_tvm(model); fn(feeds)``), without timing the conversion.
+(for timing: ``fn = prepare_tvm(model); fn(feeds)``), without timing the conversion. The suite
+compiles without optimizing (``RUNNERS``' TVM, ``compile_tinygrad_unoptimized``); the timed
+runs of ``bench/runtimes.py`` with each runtime's defaults.
 
 Symbolic dims: tract, IREE and TVM compile a model whose inputs have symbolic dims as is and run
 it at any concrete size; tinygrad binds them on its first call, so it is cached per input shape.
@@ -37,6 +39,7 @@ import functools
 import hashlib
 import os
 import pathlib
+import shlex
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
@@ -53,6 +56,7 @@ import onnx  # noqa: E402
 __all__ = [
     "RUNNERS",
     "RuntimeFailure",
+    "compile_tinygrad_unoptimized",
     "prepare_iree",
     "prepare_tinygrad",
     "prepare_tract",
@@ -446,6 +450,24 @@ def prepare_tinygrad(model, feeds: Feeds, *, jit: bool = False) -> Prepared:
 
 def run_tinygrad(model, feeds: Feeds) -> list[np.ndarray]:
     return prepare_tinygrad(model, feeds)(feeds)
+
+
+def compile_tinygrad_unoptimized() -> None:
+    """Have tinygrad's clang compile without optimizing (the suite's runs; call it before
+    tinygrad is imported: it reads both settings once).
+
+    clang -O2 took 100 s on one kernel of a lowered 3-D cubic graph (its 64 taps' loops fused
+    into one), -O0 0.2 s: tinygrad's share of the suite on a machine with no kernels cached
+    went from 170 to 104 s. The kernels are cached in this process's own database, so none
+    compiled so reaches the default cache that ``bench/runtimes.py``'s timed runs read
+    (tinygrad keys its cache by the kernel's source, not by the flags).
+    """
+    wrapper = _WORKDIR / "cc_unoptimized"
+    compiler = shlex.quote(os.environ.get("CC", "clang"))
+    wrapper.write_text(f'#!/bin/sh\nexec {compiler} "$@" -O0\n')  # (the last -O wins)
+    wrapper.chmod(0o755)
+    os.environ["CC"] = str(wrapper)
+    os.environ["CACHEDB"] = str(_WORKDIR / "tinygrad_unoptimized.db")
 
 
 RUNNERS: dict[str, Callable[..., list[np.ndarray]]] = {
