@@ -9,7 +9,10 @@ lowered / native (< 1: the lowering is faster). Writes a markdown table.
 
 Run: ``pip install -e ".[test]" && python bench/runtimes.py [--quick] [--runtimes tract,tvm]
 [--only "1x3x224x224 224x224 linear/border"] [--no-generic] [--out bench/results/runtimes.md]``.
-LiteRT (onnx2tf) needs its own environment: ``bench/results/litert/REPORT.md``.
+LiteRT (onnx2tf) needs its own environment: ``bench/results/litert/REPORT.md``. tract allocates
+its intermediates afresh each run: with glibc, ``GLIBC_TUNABLES=glibc.malloc.trim_threshold=
+1000000000:glibc.malloc.mmap_threshold=1000000000`` keeps freed memory for the next run (the
+lowered cubic graphs then ran in half the time: bench/results/runtimes.md, 2026-11-28 18:00).
 """
 
 from __future__ import annotations
