@@ -184,8 +184,7 @@ def _inferred_inputs(model: ir.Model) -> list[list[onnx.ValueInfoProto | None]]:
         scopes = [{i.name: i for i in (*graph.input, *graph.output, *graph.value_info)}, *scopes]
         for node in graph.node:
             if node.op_type == "GridSample" and node.domain in ("", "ai.onnx"):
-                names = list(node.input[:2])
-                found.append([next((s[n] for s in scopes if n in s), None) for n in names])
+                found.append([next((s[n] for s in scopes if n in s), None) for n in node.input[:2]])
             for attr in node.attribute:
                 for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
                     walk(sub, scopes)

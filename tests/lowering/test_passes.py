@@ -225,12 +225,32 @@ def test_if_branches_at_any_depth_and_loop_body(rng):
     assert not [n for n in _all_nodes(lowered) if n.op_type == "GridSample"]
     for c in (True, False):
         feeds = {**_feeds(rng, (2, 3, 5, 6), (2, 4, 7, 2)), "c": np.array(c), "trips": np.array(3)}
-        for got, want in zip(onnx_outputs(lowered, feeds), onnx_outputs(model, feeds), strict=True):
+        for got, want in zip(ort_outputs(lowered, feeds), ort_outputs(model, feeds), strict=True):
             assert_close(got, want, "cubic")
 
 
-def onnx_outputs(model, feeds):
-    return ort_outputs(model, feeds)
+def test_untyped_inputs_from_an_enclosing_graph_take_their_inferred_types(rng):
+    """A branch's GridSamples read values the main graph computes and declares no type for:
+    their types come from shape inference, looked up in the branch and then around it."""
+    model = onnx.parser.parse_model("""
+    <ir_version: 9, opset_import: ["" : 20]>
+    g (float[2,3,5,6] X, float[2,4,7,2] grid, bool c) => (float[2,3,4,7] Y) {
+        Xs = Relu(X)
+        Gs = Identity(grid)
+        Y = If(c) <
+            then_branch = t () => (float[2,3,4,7] yt) { yt = GridSample<mode="cubic">(Xs, Gs) },
+            else_branch = e () => (float[2,3,4,7] ye) { ye = GridSample<mode="nearest">(Xs, Gs) }
+        >
+    }
+    """)
+    assert not model.graph.value_info
+    lowered, report = lower_with_report(model)
+    assert sum(report.values()) == 2
+    assert not [n for n in _all_nodes(lowered) if n.op_type == "GridSample"]
+    for c in (True, False):
+        feeds = {**_feeds(rng, (2, 3, 5, 6), (2, 4, 7, 2)), "c": np.array(c)}
+        (got,), (want,) = ort_outputs(lowered, feeds), ort_outputs(model, feeds)
+        assert_close(got, want, "cubic" if c else "nearest")
 
 
 def test_function_with_default_and_call_site_attributes(rng):
@@ -240,7 +260,7 @@ def test_function_with_default_and_call_site_attributes(rng):
     assert not lowered.functions  # inlined: the only function held a GridSample
     onnx.checker.check_model(lowered, full_check=True)
     feeds = _feeds(rng, (2, 3, 5, 6), (2, 4, 7, 2))
-    for got, want in zip(onnx_outputs(lowered, feeds), onnx_outputs(model, feeds), strict=True):
+    for got, want in zip(ort_outputs(lowered, feeds), ort_outputs(model, feeds), strict=True):
         assert_close(got, want, "cubic")
 
 

@@ -14,13 +14,9 @@ from gridsample_lower.lowering.inventory import find_gridsamples
 from gridsample_lower.opset import OpsetConversionError, downgrade, upgrade
 
 
-def outputs(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
-    return ort_outputs(model, feeds)
-
-
 def assert_same_outputs(model, other, feeds):
     """Opset conversion changes no kernel: onnxruntime must give the very same values."""
-    for got, want in zip(outputs(other, feeds), outputs(model, feeds), strict=True):
+    for got, want in zip(ort_outputs(other, feeds), ort_outputs(model, feeds), strict=True):
         np.testing.assert_array_equal(got, want)
 
 
@@ -245,7 +241,7 @@ def test_lower_rest_lowers_exactly_the_nodes_that_cannot_exist(rng):
         "V": rng.standard_normal((1, 2, 3, 4, 5)).astype(np.float32),
         "vgrid": make_grid(rng, (1, 2, 2, 2, 3)),
     }
-    for got, want in zip(outputs(down, feeds), outputs(model, feeds), strict=True):
+    for got, want in zip(ort_outputs(down, feeds), ort_outputs(model, feeds), strict=True):
         np.testing.assert_allclose(got, want, atol=2e-5, rtol=2e-5)
 
 
