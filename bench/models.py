@@ -9,13 +9,17 @@ to the inputs' sizes before compiling ("openvino static"), one thread each. The 
 in interleaved rounds; each gets the median of its rounds. A lowered model whose outputs leave
 both the reference outputs and its runtime's run of the original (by the manifest's tolerance,
 relative to the output's scale) is marked, not timed away; the reference is the stored
-expected outputs at the stored size, onnxruntime's run of the original at a deployment size.
+expected outputs at the stored size, onnxruntime's run of the original as written at a
+deployment size (``testdata/corpus/runnable.py``: a float16 grid kept rounded, a double grid
+cast to X's type).
 Where a runtime cannot run the original (onnxruntime: a double grid with float X; OpenVINO: a
 float16 AffineGrid, a 5-D GridSample), only the lowered model is timed.
 
 Deployment inputs (``DEPLOY``) are built as ``testdata/corpus/make_corpus.py`` builds the stored
-ones, from a seeded numpy generator; an export whose axes are static at the sizes a deployment
-needs is listed with the reason, untimed.
+ones, from a seeded numpy generator. An export whose axes are static at the sizes a deployment
+needs is timed as ``make_corpus.py --deploy`` exported it again at those sizes (with the same
+dynamic axes, into ``testdata/corpus/deploy/``: it needs the ``models`` extra, and the files
+are not committed); without that file it is listed with the reason, untimed.
 
 Run: ``pip install -e ".[test]" && python bench/models.py [--size stored|deploy|both]
 [--rounds 5] [--budget 0.2] [--only NAME ...] [--out bench/results/models.md]``; with
@@ -31,6 +35,7 @@ import os
 import pathlib
 import platform
 import re
+import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -42,7 +47,11 @@ from common import median_ms  # (bench/ is on the path)
 from gridsample_lower import lower
 
 CORPUS = pathlib.Path(__file__).parents[1] / "testdata" / "corpus"
+sys.path.insert(0, str(CORPUS))
+from runnable import runnable  # noqa: E402  (the exports as onnxruntime runs them as written)
+
 RESULTS = pathlib.Path(__file__).parent / "results"
+DEPLOY_EXPORTS = CORPUS / "deploy"  # make_corpus.py --deploy: fixed-size exports, exported again
 SEED = 0
 
 
@@ -223,12 +232,30 @@ DEPLOY: dict[str, tuple[str, Callable]] = {  # model -> (what the size is, its i
 }
 
 
+def _as_written(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray] | None:
+    """The reference at deployment sizes: onnxruntime's run of ``model`` as written, or None.
+
+    ``runnable`` spells the export out where onnxruntime would depart from it: its run of the
+    original samples a float16 GridSample's grid unrounded (the float16 STN at 480x640: 0.067
+    of the output's scale from the grid the graph gives it), and refuses a double grid with
+    float X.
+    """
+    try:
+        return _onnxruntime(runnable(model)[0])(feeds)
+    except Exception:  # noqa: BLE001  (then the runtime's own run of the original is used)
+        return None
+
+
 def _shape(array: np.ndarray) -> str:
     return "x".join(map(str, array.shape))
 
 
 def _deploy_feeds(record: dict, stored: dict[str, np.ndarray]):
-    """The deployment inputs and what they are, or why the export cannot take them."""
+    """The deployment inputs and what they are, or None and why the export cannot take them.
+
+    An export of fixed sizes takes them when ``make_corpus.py --deploy`` exported it again at
+    that size (``DEPLOY_EXPORTS``): the caller times that export instead.
+    """
     label, build = DEPLOY[record["model"]]
     rng = np.random.default_rng(SEED)
     feeds = {
@@ -243,8 +270,8 @@ def _deploy_feeds(record: dict, stored: dict[str, np.ndarray]):
         ]
         if fixed:
             kind = "static export" if not record["dynamic_axes"] else "static spatial axes"
-            return None, f"{kind}: {name} {_shape(stored[name])} only (wanted {label})"
-    return feeds, label
+            return None, f"{kind}: {name} {_shape(stored[name])} only (wanted {label})", feeds
+    return feeds, label, feeds
 
 
 # ---------------------------------------------------------------------------------------------
@@ -320,7 +347,7 @@ def _model_rows(
 ) -> dict[str, dict[str, dict]]:
     """{size: {runtime: {"ms", "notes"}}} for sizes {size: (feeds, reference or None)}.
 
-    A reference of None is onnxruntime's run of the original at those inputs.
+    A reference of None: onnxruntime's run of the original at those inputs.
     """
     rows: dict[str, dict[str, dict]] = {size: {} for size in sizes}
     references = {size: reference for size, (_, reference) in sizes.items()}
@@ -346,12 +373,15 @@ def _model_rows(
                 calls[variant] = lambda run=run, feeds=feeds: run(feeds)
             if runtime == "onnxruntime" and references[size] is None:
                 references[size] = outputs.get("original")
-            notes += _wrong(outputs, references[size], sizes[size][1] is None, rtol, ties[size])
+            which = "expected" if size == "stored" else "onnxruntime's run as written"
+            if sizes[size][1] is None:  # (onnxruntime could not run it as written either)
+                which = "onnxruntime's original"
+            notes += _wrong(outputs, references[size], which, rtol, ties[size])
             rows[size][runtime] = {"ms": median_ms(calls, rounds, budget), "notes": notes}
     return rows
 
 
-def _wrong(outputs: dict, reference, from_onnxruntime: bool, rtol: float, ties: list) -> list[str]:
+def _wrong(outputs: dict, reference, which: str, rtol: float, ties: list) -> list[str]:
     """A note if the lowered outputs leave both the reference and the runtime's original.
 
     Both, because onnxruntime samples a float16 grid unrounded and OpenVINO computes float16
@@ -362,7 +392,6 @@ def _wrong(outputs: dict, reference, from_onnxruntime: bool, rtol: float, ties: 
         return []
     offs = {}
     if reference is not None:
-        which = "onnxruntime's original" if from_onnxruntime else "expected"
         offs[which] = _off(outputs["lowered"], reference, ties)
     if "original" in outputs:
         offs["original"] = _off(outputs["lowered"], outputs["original"], ties)
@@ -459,13 +488,20 @@ def main() -> None:
         if "stored" in sizes:
             timed["stored"] = (stored, expected)
             labels["stored"] = _shape(next(iter(stored.values())))
+        again = None  # the export at the deployment size, where this one's sizes are fixed
         if "deploy" in sizes:
-            feeds, label = _deploy_feeds(record, stored)
-            if feeds is None:
+            feeds, label, built = _deploy_feeds(record, stored)
+            if feeds is None and (DEPLOY_EXPORTS / f"{name}.onnx").exists():
+                again = onnx.load(str(DEPLOY_EXPORTS / f"{name}.onnx"))
+                labels["deploy"] = f"{DEPLOY[record['model']][0]} (exported at this size)"
+            elif feeds is None:
                 untimed["deploy"] = label
             else:
-                timed["deploy"], labels["deploy"] = (feeds, None), label
+                timed["deploy"], labels["deploy"] = (feeds, _as_written(model, feeds)), label
         rows = _model_rows(model, record["rtol"], timed, args.rounds, args.budget) if timed else {}
+        if again is not None:
+            deploy = {"deploy": (built, _as_written(again, built))}
+            rows |= _model_rows(again, record["rtol"], deploy, args.rounds, args.budget)
         for size in sizes:
             if size in rows:
                 line = _line(name, record, labels[size], rows[size])
@@ -500,7 +536,9 @@ def main() -> None:
                 "Inputs built as `testdata/corpus/make_corpus.py` builds the stored ones (seeded "
                 "numpy; `DEPLOY` in bench/models.py); the lowered outputs are checked against "
                 "the original's in the same runtime or onnxruntime's, not against PyTorch. "
-                "An export whose axes are static is listed, untimed.",
+                "An export whose axes are static is timed as `make_corpus.py --deploy` exports "
+                "it again at that size, where it has (the inputs cell says so); else listed, "
+                "untimed.",
             ]
         lines += ["", *tables[size]]
     args.out.parent.mkdir(parents=True, exist_ok=True)

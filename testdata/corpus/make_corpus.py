@@ -19,6 +19,12 @@ the manifest says so and by how much. Where a static export types its GridSample
 than the dynamic one (TorchScript's Deformable DETR and Mask2Former: a double grid with float X,
 which onnxruntime cannot run), it is written too, as ``<name>_static``. Per-node metadata
 (dynamo's stack traces, up to 70% of a file) is stripped; nothing else is changed.
+
+``--deploy`` exports again, at its deployment size (``DEPLOY_INPUTS``, the sizes of
+bench/models.py's ``DEPLOY``) and with the same dynamic axes, each export whose sizes are fixed
+(the detectors, RAFT and the STN by dynamo; TorchScript's with a fixed image size), checked
+against PyTorch there, into ``deploy/`` beside this file: ``bench/models.py --size deploy``
+times those. They are not part of the corpus and not committed (2.4 MB for one of them).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import torch
+from runnable import runnable, value_types  # (beside this file)
 from torch import nn
 from torch.nn import functional as F  # noqa: N812
 
@@ -545,57 +552,6 @@ def _export(case, model, args, exporter, opset, dynamic, path):
     return proto
 
 
-def _runnable(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
-    """A copy onnxruntime runs as written, and what was changed (for this check only).
-
-    A double grid with float X, which onnxruntime refuses, is cast to X's type. A float16
-    GridSample is spelled out in float32 (Casts around it): onnxruntime runs it through its
-    float32 kernel with Casts of its own, and drops its Cast to float32 together with a Cast to
-    float16 the graph makes before, so it would sample a grid the graph rounds unrounded.
-    """
-    copy = onnx.ModelProto()
-    copy.CopyFrom(proto)
-    types = _value_types(copy)
-    nodes, changes = [], []
-    for node in copy.graph.node:
-        if node.op_type != "GridSample":
-            nodes.append(node)
-            continue
-        x_type, grid_type = types.get(node.input[0]), types.get(node.input[1])
-        k = len(changes)
-        if grid_type == onnx.TensorProto.DOUBLE and x_type != onnx.TensorProto.DOUBLE:
-            cast = f"{node.input[1]}__as_x_type_{k}"
-            nodes.append(onnx.helper.make_node("Cast", [node.input[1]], [cast], to=x_type))
-            node.input[1] = cast
-            changes.append("double grid cast to X's type")
-        if x_type == onnx.TensorProto.FLOAT16:
-            for i in (0, 1):
-                cast = f"{node.input[i]}__float32_{k}_{i}"
-                nodes.append(onnx.helper.make_node("Cast", [node.input[i]], [cast], to=1))
-                node.input[i] = cast
-            output = node.output[0]
-            node.output[0] = f"{output}__float32_{k}"
-            nodes.append(node)
-            nodes.append(onnx.helper.make_node("Cast", [node.output[0]], [output], to=10))
-            changes.append("float16 GridSample spelled out in float32")
-            continue
-        nodes.append(node)
-    del copy.graph.node[:]
-    copy.graph.node.extend(nodes)
-    return copy, changes
-
-
-def _value_types(proto: onnx.ModelProto) -> dict[str, int]:
-    inferred = onnx.shape_inference.infer_shapes(proto)
-    types = {v.name: v.type.tensor_type.elem_type for v in inferred.graph.value_info}
-    types.update({v.name: v.type.tensor_type.elem_type for v in inferred.graph.input})
-    types.update({i.name: i.data_type for i in inferred.graph.initializer})
-    for node in inferred.graph.node:
-        if node.op_type == "Constant":
-            types[node.output[0]] = node.attribute[0].t.data_type
-    return types
-
-
 def _stripped(proto: onnx.ModelProto) -> onnx.ModelProto:
     """The export without its per-node metadata (dynamo's stack traces: up to 70% of a file)."""
 
@@ -660,7 +616,7 @@ def _gridsample_count(proto):
 
 
 def _gridsample_types(proto):
-    types = _value_types(proto)
+    types = value_types(proto)
     kinds = {}
     for node in proto.graph.node:
         if node.op_type == "GridSample":
@@ -709,11 +665,11 @@ def _size_args(case: Case, size_set: int, dynamic: str) -> tuple[torch.Tensor, .
 
 def _compare(model, proto, args):
     """PyTorch's outputs, onnxruntime's (None where it fails), their errors, what was changed."""
-    runnable, changes = _runnable(proto)
+    as_written, changes = runnable(proto)
     with torch.no_grad():
         expected = _flat(model(*args))
     try:
-        actual = _ort_run(runnable, _feeds(proto, args))
+        actual = _ort_run(as_written, _feeds(proto, args))
         errors = [_relative_error(a, e) for a, e in zip(actual, expected, strict=True)]
     except Exception as error:  # noqa: BLE001 - any failure marks the export unusable
         actual, errors = None, [f"{type(error).__name__}: {str(error)[:200]}"]
@@ -854,13 +810,95 @@ def build(case: Case, exporter: str, out_dir: pathlib.Path) -> dict[str, dict]:
     return records
 
 
+# ---------------------------------------------------------------------------------------------
+# Deployment sizes (bench/models.py's DEPLOY) for the exports whose sizes are fixed: each is
+# exported again there, with the same dynamic axes, for bench/models.py --size deploy alone.
+
+DEPLOY_DIR = HERE / "deploy"
+_DETECTOR = (1, 3, 640, 640)
+DEPLOY_INPUTS: dict[str, Callable[[torch.Generator], tuple[torch.Tensor, ...]]] = {
+    "rt_detr": lambda g: (_image(g, *_DETECTOR),),
+    "deformable_detr": lambda g: (_image(g, *_DETECTOR),),
+    "mask2former_pixel_decoder": lambda g: (_image(g, *_DETECTOR),),
+    "raft_small": lambda g: (_image(g, 1, 3, 440, 1024), _image(g, 1, 3, 440, 1024)),
+    "stn_float32": lambda g: (_smooth(g, 1, 3, 480, 640),),
+    "stn_float16": lambda g: (_smooth(g, 1, 3, 480, 640, dtype=torch.float16),),
+    "kornia_warp_affine3d": lambda g: (_smooth(g, 1, 2, 96, 128, 160), _affine(g, 1, 3)),
+}
+
+
+def _deploy_dynamic(name: str, record: dict) -> str | None:
+    """The dynamic axes a deployment export keeps ("batch", "none"), or None: none needed."""
+    spatial = {a for axes in record["dynamic_axes"].values() for a in axes if a != "0"}
+    if spatial:
+        return None  # its own export takes the deployment size
+    return "batch" if record["dynamic_axes"] and not name.endswith("_static") else "none"
+
+
+def build_deploy(names: list[str], out_dir: pathlib.Path) -> int:
+    """Export each fixed-size corpus export again at its deployment size into ``out_dir``.
+
+    Checked against PyTorch there as the stored ones are (``_compare``); the manifest records
+    the error. No inputs are written: bench/models.py builds them as it does for the others.
+    """
+    stored = json.loads((HERE / "manifest.json").read_text())["models"]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "manifest.json"
+    manifest = json.loads(path.read_text()) if path.exists() else {"models": {}}
+    manifest["versions"] = {"torch": torch.__version__, "onnx": onnx.__version__}
+    for name, record in sorted(stored.items()):
+        case = next(c for c in CASES if c.name == record["model"])
+        dynamic = _deploy_dynamic(name, record)
+        if case.name not in DEPLOY_INPUTS or dynamic is None or (names and case.name not in names):
+            continue
+        torch.manual_seed(SEED)
+        model = case.build().eval()
+        args = DEPLOY_INPUTS[case.name](torch.Generator().manual_seed(SEED + 3))
+        try:
+            proto, opset = _export_at(
+                case, model, args, record["exporter"], record["opset"], dynamic, []
+            )
+            _, _, errors, _ = _compare(model, proto, args)
+        except Exception as error:  # noqa: BLE001 - the exporter's own failure, recorded
+            print(f"{name}: FAILED {type(error).__name__}: {str(error)[:200]}", file=sys.stderr)
+            continue
+        if _gridsample_types(proto) != record["gridsample_kinds"]:
+            print(f"{name}: its GridSamples are typed otherwise at this size", file=sys.stderr)
+            continue
+        file = out_dir / f"{name}.onnx"
+        onnx.save(_stripped(proto), str(file))
+        errors = [e if isinstance(e, str) else float(f"{e:.3g}") for e in errors]
+        manifest["models"][name] = {
+            "inputs": [list(a.shape) for a in args],
+            "dynamic": dynamic,
+            "opset": opset,
+            "bytes": file.stat().st_size,
+            "pytorch_error": errors,
+        }
+        print(
+            f"{name}: {file.stat().st_size / 1024:.0f} kB at {manifest['models'][name]['inputs']}, "
+            f"dynamic {dynamic}, error against PyTorch {errors}"
+        )
+    manifest["models"] = dict(sorted(manifest["models"].items()))
+    path.write_text(json.dumps(manifest, indent=1) + "\n")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="models to rebuild (default: all)")
     parser.add_argument("-o", "--out", type=pathlib.Path, default=HERE)
+    parser.add_argument(
+        "--deploy",
+        action="store_true",
+        help=f"export the fixed-size exports at their deployment sizes into {DEPLOY_DIR.name}/ "
+        "(for bench/models.py --size deploy; not part of the corpus)",
+    )
     parsed = parser.parse_args(argv)
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
+    if parsed.deploy:
+        return build_deploy(parsed.names, DEPLOY_DIR)
     manifest_path = parsed.out / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     manifest.setdefault("models", {})
