@@ -224,10 +224,11 @@ def test_the_openvino_target_fuses_static_levels_exact_in_bfloat16_only():
     assert fused(symbolic, "openvino")[1] == {}
 
 
-def test_the_openvino_target_fuses_static_levels_of_a_batch_of_unknown_size():
-    """TorchScript's exports name the batch: the planes' sample offsets come from a Range."""
-    static = deformable_attention_model(LEVELS, BATCH, CHANNELS, QUERIES, POINTS)
-    model = deformable_attention_model(LEVELS, BATCH, CHANNELS, QUERIES, POINTS, symbolic=True)
+def batch_of_unknown_size(padding: str = "zeros") -> onnx.ModelProto:
+    """The attention with static levels and a symbolic batch, as TorchScript exports it."""
+    args = (LEVELS, BATCH, CHANNELS, QUERIES, POINTS, "linear", padding)
+    static = deformable_attention_model(*args)
+    model = deformable_attention_model(*args, symbolic=True)
     for value, known in zip(
         [*model.graph.input, *model.graph.output],
         [*static.graph.input, *static.graph.output],
@@ -237,6 +238,12 @@ def test_the_openvino_target_fuses_static_levels_of_a_batch_of_unknown_size():
         for dim, size in list(dims)[1:]:
             dim.dim_value = size.dim_value
     del model.graph.value_info[:]
+    return model
+
+
+def test_the_openvino_target_fuses_static_levels_of_a_batch_of_unknown_size():
+    """TorchScript's exports name the batch: the planes' sample offsets come from a Range."""
+    model = batch_of_unknown_size()
     candidate, attentions = fused(model, "openvino")
     nodes = ir.traversal.RecursiveGraphIterator(ir.serde.deserialize_model(candidate).graph)
     assert attentions and "Range" in {n.op_type for n in nodes}
@@ -244,6 +251,24 @@ def test_the_openvino_target_fuses_static_levels_of_a_batch_of_unknown_size():
         values = {k: v[:batch] for k, v in feeds(model).items()}
         for runner in FUSING["openvino"]:
             assert_close(runner(candidate)(values)[0], truth(model, values), np.float32, "linear")
+
+
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+def test_a_batch_of_unknown_size_widens_the_rows_once(padding):
+    """The onnxruntime target: each tap's row within its sample is int32 (static levels), and
+    one Cast to int64 widens it before the samples' starts, of unknown number, are added."""
+    model = batch_of_unknown_size(padding)
+    candidate, attentions = fused(model, "onnxruntime")
+    assert attentions
+    widened = [
+        n
+        for n in candidate.graph.node
+        if n.op_type == "Cast" and n.attribute[0].i == onnx.TensorProto.INT64
+    ]
+    assert len(widened) == 1
+    for batch in (BATCH, 1):
+        values = {k: v[:batch] for k, v in feeds(model, far=True).items()}
+        assert_close(ort_outputs(candidate, values)[0], truth(model, values), np.float32, "linear")
 
 
 HEADS = 2
