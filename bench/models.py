@@ -235,13 +235,17 @@ DEPLOY: dict[str, tuple[str, Callable]] = {  # model -> (what the size is, its i
 def _as_written(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray] | None:
     """The reference at deployment sizes: onnxruntime's run of ``model`` as written, or None.
 
+    None where that is its run of the original (``_model_rows`` makes that), or fails.
     ``runnable`` spells the export out where onnxruntime would depart from it: its run of the
     original samples a float16 GridSample's grid unrounded (the float16 STN at 480x640: 0.067
     of the output's scale from the grid the graph gives it), and refuses a double grid with
     float X.
     """
+    written, changes = runnable(model)
+    if not changes:
+        return None
     try:
-        return _onnxruntime(runnable(model)[0])(feeds)
+        return _onnxruntime(written)(feeds)
     except Exception:  # noqa: BLE001  (then the runtime's own run of the original is used)
         return None
 
@@ -251,7 +255,7 @@ def _shape(array: np.ndarray) -> str:
 
 
 def _deploy_feeds(record: dict, stored: dict[str, np.ndarray]):
-    """The deployment inputs and what they are, or None and why the export cannot take them.
+    """The deployment inputs, what they are, and why the export cannot take them ("": it can).
 
     An export of fixed sizes takes them when ``make_corpus.py --deploy`` exported it again at
     that size (``DEPLOY_EXPORTS``): the caller times that export instead.
@@ -270,8 +274,8 @@ def _deploy_feeds(record: dict, stored: dict[str, np.ndarray]):
         ]
         if fixed:
             kind = "static export" if not record["dynamic_axes"] else "static spatial axes"
-            return None, f"{kind}: {name} {_shape(stored[name])} only (wanted {label})", feeds
-    return feeds, label, feeds
+            return feeds, label, f"{kind}: {name} {_shape(stored[name])} only (wanted {label})"
+    return feeds, label, ""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -374,7 +378,7 @@ def _model_rows(
             if runtime == "onnxruntime" and references[size] is None:
                 references[size] = outputs.get("original")
             which = "expected" if size == "stored" else "onnxruntime's run as written"
-            if sizes[size][1] is None:  # (onnxruntime could not run it as written either)
+            if sizes[size][1] is None:  # (as written, it is the original; or failed)
                 which = "onnxruntime's original"
             notes += _wrong(outputs, references[size], which, rtol, ties[size])
             rows[size][runtime] = {"ms": median_ms(calls, rounds, budget), "notes": notes}
@@ -490,17 +494,17 @@ def main() -> None:
             labels["stored"] = _shape(next(iter(stored.values())))
         again = None  # the export at the deployment size, where this one's sizes are fixed
         if "deploy" in sizes:
-            feeds, label, built = _deploy_feeds(record, stored)
-            if feeds is None and (DEPLOY_EXPORTS / f"{name}.onnx").exists():
+            feeds, label, fixed = _deploy_feeds(record, stored)
+            if fixed and (DEPLOY_EXPORTS / f"{name}.onnx").exists():
                 again = onnx.load(str(DEPLOY_EXPORTS / f"{name}.onnx"))
-                labels["deploy"] = f"{DEPLOY[record['model']][0]} (exported at this size)"
-            elif feeds is None:
-                untimed["deploy"] = label
+                labels["deploy"] = f"{label} (exported at this size)"
+            elif fixed:
+                untimed["deploy"] = fixed
             else:
                 timed["deploy"], labels["deploy"] = (feeds, _as_written(model, feeds)), label
         rows = _model_rows(model, record["rtol"], timed, args.rounds, args.budget) if timed else {}
         if again is not None:
-            deploy = {"deploy": (built, _as_written(again, built))}
+            deploy = {"deploy": (feeds, _as_written(again, feeds))}
             rows |= _model_rows(again, record["rtol"], deploy, args.rounds, args.budget)
         for size in sizes:
             if size in rows:

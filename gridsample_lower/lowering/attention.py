@@ -592,7 +592,7 @@ def _gather_rows(
     # A query's taps side by side: the small index and weight tensors move, not the values.
     flat = em.reshape(em.Transpose(flat, perm=QUERIES_FIRST), [n, queries, per_query])
     if starts is not None:
-        flat = em.Add(em.Cast(flat, to=index_type), em.reshape(starts, [n, 1, 1]))
+        flat = em.Add(em.Cast(flat, to=index_type), starts)
     weights = em.Transpose(weights, perm=QUERIES_FIRST)
     weights = em.reshape(weights, [n, queries, 1, per_query])
     if spec.x_dtype != ct:
@@ -704,15 +704,16 @@ def _level_rows(em, spec, flat, zeros: bool, index_type, sample_type):
     """Rows ``(N*(S + 1), C)`` copied from every level, each sample's row of zeros last.
 
     And ``flat`` and its row of zeros (``past_end``) with the sample's start added, or, where
-    ``sample_type`` is narrower than ``index_type``, within the sample, and the ``(N, 1, 1,
-    1, 1)`` starts to add once ``flat`` is widened.
+    ``sample_type`` is narrower than ``index_type``, within the sample, and the ``(N, 1, 1)``
+    starts to add once ``flat`` is widened and queries-first.
     """
     n, c = em.batch, em.channels
-    starts = _sample_starts(em, index_type, int(zeros))
-    later = starts if sample_type != index_type else None
-    if later is not None:
+    later = None
+    if sample_type != index_type:
+        later = _sample_starts(em, index_type, int(zeros), units=2)
         flat = em.Add(flat, _level_starts(em, sample_type))  # (1, .., M): small
     else:
+        starts = _sample_starts(em, index_type, int(zeros))
         flat = em.Add(flat, em.Add(_level_starts(em, index_type), starts))  # (N, .., M): small
     rows = [em.Transpose(em.reshape(x, [n, c, -1]), perm=[0, 2, 1]) for x in em.levels]
     past_end = None
@@ -804,18 +805,25 @@ def _sample_size(em: _Levels, dtype: ir.DataType, extra: int) -> int | ir.Value:
     return em.once(("sample size", dtype, extra), build)
 
 
-def _sample_starts(em: _Levels, dtype: ir.DataType, extra: int) -> ir.Value:
-    """``(N, 1, 1, 1, 1)``: where sample n's rows start, its ``extra`` rows of zeros included."""
+def _sample_starts(em: _Levels, dtype: ir.DataType, extra: int, units: int = 4) -> ir.Value:
+    """``(N, 1, 1, 1, 1)``: where sample n's rows start, its ``extra`` rows of zeros included.
+
+    ``units``: the unit axes after N.
+    """
     size, batch = _sample_size(em, dtype, extra), em.x_dim(0)
     if isinstance(size, int) and batch is not None:
-        return em.const(np.arange(batch).reshape(batch, 1, 1, 1, 1) * size, dtype)
-    return em.Mul(_samples(em, dtype), em.const(size, dtype) if isinstance(size, int) else size)
+        return em.const(np.arange(batch).reshape(batch, *[1] * units) * size, dtype)
+    samples = _samples(em, dtype, units)
+    return em.Mul(samples, em.const(size, dtype) if isinstance(size, int) else size)
 
 
-def _samples(em: _Levels, dtype: ir.DataType) -> ir.Value:
-    """``(N, 1, 1, 1, 1)``: each sample's number, 0 to N - 1, for a batch of any size."""
+def _samples(em: _Levels, dtype: ir.DataType, units: int = 4) -> ir.Value:
+    """``(N, 1, 1, 1, 1)``: each sample's number, 0 to N - 1, for a batch of any size.
+
+    ``units``: the unit axes after N.
+    """
     n = em.Range(em.const(0, INT64), em.count(range(0, 1)), em.const(1, INT64))
-    n = em.Unsqueeze(n, em.const([1, 2, 3, 4], INT64))
+    n = em.Unsqueeze(n, em.const(list(range(1, 1 + units)), INT64))
     return n if dtype == INT64 else em.Cast(n, to=dtype)
 
 

@@ -183,7 +183,7 @@ def _inferred_inputs(model: ir.Model) -> list[list[onnx.ValueInfoProto | None]]:
     def walk(graph: onnx.GraphProto, scopes: list[dict[str, onnx.ValueInfoProto]]) -> None:
         scopes = [{i.name: i for i in (*graph.input, *graph.output, *graph.value_info)}, *scopes]
         for node in graph.node:
-            if node.op_type == "GridSample" and node.domain in ("", "ai.onnx"):
+            if is_gridsample(node):  # (a NodeProto has the same two fields)
                 found.append([next((s[n] for s in scopes if n in s), None) for n in node.input[:2]])
             for attr in node.attribute:
                 for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
