@@ -20,7 +20,7 @@ from gridsample_lower.check.reference import AffineGridKernel, GridSampleKernel
 from gridsample_lower.runtime import onnxruntime_runner
 from gridsample_lower.text import one_line
 
-__all__ = ["Oracle", "Runner", "candidate_runner", "model_runner"]
+__all__ = ["Oracle", "Runner", "candidate_runner", "declared_types", "model_runner"]
 
 Runner = Callable[[dict], list[np.ndarray]]
 
@@ -51,7 +51,7 @@ def _keep_declared_types(evaluator: ReferenceEvaluator, model: onnx.ModelProto) 
     float32 for float16), where onnxruntime computes in float32 too but rounds to the declared
     type, as the model says; the rounded values are what the rest of the model then sees.
     """
-    declared = _declared_types(model)
+    declared = declared_types(model)
     for node in evaluator.rt_nodes_:
         wanted = [declared.get(name) for name in node.output]
         if any(w is not None for w in wanted):
@@ -71,7 +71,7 @@ def _casting(run: Callable, wanted: list) -> Callable:
     return cast
 
 
-def _declared_types(model: onnx.ModelProto) -> dict[str, np.dtype]:
+def declared_types(model: onnx.ModelProto) -> dict[str, np.dtype]:
     """Element type by value name, as declared or inferred (nothing where inference fails)."""
     try:
         graph = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph

@@ -16,9 +16,17 @@ from typing import Any
 
 import numpy as np
 
+from gridsample_lower.check.tolerances import SPREAD_FACTOR
 from gridsample_lower.text import table
 
-__all__ = ["Comparison", "NodeCheck", "OutputCheck", "VerificationReport", "compare"]
+__all__ = [
+    "Comparison",
+    "NodeCheck",
+    "OutputCheck",
+    "VerificationReport",
+    "compare",
+    "largest_error",
+]
 
 _CHUNK = 2**20  # elements compared at once: a large output needs no float64 copies of itself
 
@@ -63,7 +71,27 @@ class OutputCheck(Comparison):
 
     ``checked`` is False when the whole model could not be run (``note`` says why); each
     GridSample was then checked alone.
+
+    Where it is off on a sample, ``spread`` is how far the original's own output moved there
+    when each GridSample's output moved at random by as much as its lowered form differed
+    alone (``check.spread``; the largest over such samples), and ``unexplained`` counts the
+    samples where it was off by more than ``SPREAD_FACTOR`` times that, or where the move
+    could not be measured.
     """
+
+    spread: float = 0.0
+    unexplained: int = 0
+
+    @property
+    def within_spread(self) -> bool:
+        """Off past its tolerance only by what the original's own rounding makes of it.
+
+        The report takes it so where every GridSample matches alone.
+        """
+        return (
+            bool(self.checked and self.mismatches and not self.problem and not self.unexplained)
+            and self.spread > 0
+        )
 
 
 @dataclasses.dataclass
@@ -107,8 +135,22 @@ class VerificationReport:
 
     @property
     def ok(self) -> bool:
-        """Every output and every isolated GridSample node within tolerance."""
-        return all(c.ok for c in self.outputs) and all(c.ok for c in self.nodes)
+        """Every isolated GridSample node within tolerance, and every output.
+
+        Within its tolerance, or within the original's spread (``OutputCheck.within_spread``).
+        """
+        return all(c.ok for c in self.nodes) and not self._outputs_off
+
+    @property
+    def _outputs_off(self) -> list[OutputCheck]:
+        """The outputs that do not match: off past tolerance, unexplained by the spread."""
+        explained = all(c.ok for c in self.nodes)
+        return [c for c in self.outputs if not (c.ok or (explained and c.within_spread))]
+
+    @property
+    def _outputs_spread(self) -> list[OutputCheck]:
+        """The outputs that match only within the original's spread."""
+        return [c for c in self.outputs if not c.ok and c not in self._outputs_off]
 
     @property
     def culprits(self) -> list[str]:
@@ -142,11 +184,14 @@ class VerificationReport:
                     f"{nodes} match{aside}; the whole model was not run "
                     "(see notes)"
                 )
+            spread = ", ".join(repr(c.name) for c in self._outputs_spread)
+            if spread:
+                aside += f" (output(s) {spread} within the original's own spread, see notes)"
             return (
                 f"verified against {self.oracle} on {self.samples} input set(s): "
                 f"{len(self.outputs)} output(s){joint}{nodes} match{aside}"
             )
-        parts = [_what(c, "output") for c in self.outputs if not c.ok]
+        parts = [_what(c, "output") for c in self._outputs_off]
         culprits = ", ".join(repr(name) for name in self.culprits)
         if culprits:
             parts.append(f"GridSample node(s) responsible: {culprits}")
@@ -157,6 +202,12 @@ class VerificationReport:
     def note_lines(self) -> list[str]:
         """The notes, and why each unchecked node was not checked alone."""
         notes = [f"note: {note}" for note in self.notes]
+        notes += [
+            f"note: {_what(c, 'output')}: within {SPREAD_FACTOR:g}x how far the original's "
+            f"own output moves (up to {c.spread:.3g}) when each GridSample's output moves at "
+            "random by as much as its lowered form differs alone"
+            for c in self._outputs_spread
+        ]
         covered = {m for c in self.nodes if c.members and c.checked for m in c.members}
         return notes + [
             f"note: {c.name!r} " + (f"{c.note}" if c.checked else f"not checked alone: {c.note}")
@@ -168,7 +219,9 @@ class VerificationReport:
         """Readable tables (outputs, then GridSample nodes), the notes and the verdict line."""
         blocks = []
         if self.outputs:
-            blocks.append(table([_row("output", c) for c in self.outputs]))
+            spread = self._outputs_spread
+            rows = [_row("output", c, within_spread=c in spread) for c in self.outputs]
+            blocks.append(table(rows))
         if self.nodes:
             blocks.append(table([_node_row(c) for c in self.nodes]))
         if self.note_lines():
@@ -217,6 +270,19 @@ def compare(
     return result
 
 
+def largest_error(expected: np.ndarray, actual: np.ndarray) -> float:
+    """The largest ``|actual - expected|`` of two arrays of one shape, chunk by chunk.
+
+    inf where only one is NaN, as ``compare`` takes it.
+    """
+    want, got = np.asarray(expected).reshape(-1), np.asarray(actual).reshape(-1)
+    largest = 0.0
+    for start in range(0, want.size, _CHUNK):
+        err, _ = _errors(want[start : start + _CHUNK], got[start : start + _CHUNK])
+        largest = max(largest, float(err.max(initial=0.0)))
+    return largest
+
+
 @np.errstate(invalid="ignore", over="ignore")
 def _errors(want: np.ndarray, got: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Element-wise ``|got - want|`` (inf where only one is NaN) and ``|want|``, in float64."""
@@ -242,10 +308,12 @@ def _what(check: Comparison, kind: str) -> str:
         f"{check.mismatches} element(s) off by up to {check.max_abs:.3g} "
         f"(atol={check.atol:g}, rtol={check.rtol:g})"
     )
+    if not check.problem and getattr(check, "unexplained", 0) and check.spread > 0:
+        what += f", past {SPREAD_FACTOR:g}x the original's own spread ({check.spread:.3g})"
     return f"{kind} {check.name!r}: {what}"
 
 
-def _row(kind: str, check: Comparison) -> dict[str, str]:
+def _row(kind: str, check: Comparison, within_spread: bool = False) -> dict[str, str]:
     unchecked = not check.checked
     figures = {
         "dtype": check.dtype or "-",
@@ -259,6 +327,8 @@ def _row(kind: str, check: Comparison) -> dict[str, str]:
     if unchecked:
         figures = dict.fromkeys(figures, "-")
     verdict = "not checked" if unchecked else ("ok" if check.ok else "MISMATCH")
+    if within_spread:
+        verdict = "ok (spread)"
     return {kind: check.name, **figures, "verdict": verdict}
 
 
@@ -279,4 +349,4 @@ def _finite(data: Any) -> Any:
 
 
 def _floats(data: dict[str, Any]) -> dict[str, Any]:
-    return {k: float(v) if k in ("max_abs", "max_rel") else v for k, v in data.items()}
+    return {k: float(v) if k in ("max_abs", "max_rel", "spread") else v for k, v in data.items()}

@@ -21,6 +21,8 @@ from gridsample_lower.check.nodes import NodeProbe, expose
 from gridsample_lower.check.oracle import Oracle, Runner, candidate_runner
 from gridsample_lower.check.regions import AttentionProbe
 from gridsample_lower.check.report import OutputCheck, compare
+from gridsample_lower.check.spread import perturbed, spread
+from gridsample_lower.check.tolerances import SPREAD_FACTOR
 from gridsample_lower.lowering.inventory import Site, find_gridsamples
 from gridsample_lower.runtime import onnxruntime_runs
 from gridsample_lower.text import one_line
@@ -64,6 +66,7 @@ class Run:
         if plan.missing:
             self.unusable = f"the whole model was not run: {plan.missing}"
         native = all(_native(site) for site in sites) and not untrusted
+        self._native, self._moved = native, None
         try:
             self.run_reference = Oracle(self.reference, native=native, notes=self.notes)
         except Exception as error:  # noqa: BLE001
@@ -149,6 +152,56 @@ class Run:
             else:
                 self._probe(probe, captured[probe.x_name], captured[probe.grid_name])
                 self._other_form(probe, captured[probe.x_name], captured[probe.grid_name])
+        self._spread(compared, values[: len(self.names)], feeds)
+
+    def _spread(self, compared: dict | str, expected: list, feeds: dict) -> None:
+        """Where an output is off on this sample, the original's own spread there.
+
+        Each GridSample's output in the original moves at random by as much as its lowered
+        form has differed alone (``check.spread``); an output off by more than
+        ``SPREAD_FACTOR`` times the original's move, or whose move cannot be measured, counts
+        as unexplained (``OutputCheck``).
+        """
+        if isinstance(compared, str):
+            return
+        off = [n for n, (_, _, f) in compared.items() if f.mismatches and not f.problem]
+        if not off:
+            return
+        moved = self._moved_outputs(feeds)
+        for name in off:
+            check, figures = self.outputs[name], compared[name][2]
+            index = self.names.index(name)
+            measured = spread(expected[index], moved[index]) if moved is not None else None
+            if measured is None or figures.max_abs > SPREAD_FACTOR * measured:
+                check.unexplained += 1
+            check.spread = max(check.spread, measured or 0.0)
+
+    def _moved_outputs(self, feeds: dict) -> list | None:
+        """The original's outputs with each GridSample's moved by its lowered error, or None."""
+        errors = {}
+        for probe in self.probes:
+            if not probe.synthetic and probe.check.checked:
+                members = probe.check.members if isinstance(probe, AttentionProbe) else []
+                for name in members or [probe.check.name]:
+                    errors[name] = probe.check.max_abs
+        if not any(errors.values()):
+            return None
+        if self._moved is None:
+            scales = {name: f"gridsample_lower/spread/{k}" for k, name in enumerate(errors)}
+            try:
+                moved = perturbed(self.reference, scales)
+                oracle = Oracle(moved, native=self._native, what="the original moved")
+            except Exception:  # noqa: BLE001  (then no spread is measured)
+                oracle = None
+            self._moved = oracle, scales
+        oracle, scales = self._moved
+        if oracle is None:
+            return None
+        moves = {scales[n]: np.array(error, np.float32) for n, error in errors.items()}
+        try:
+            return oracle({**feeds, **moves})[: len(self.names)]
+        except Exception:  # noqa: BLE001  (runtimes' errors have many types)
+            return None
 
     def alone(self, samples: int, progress: Progress) -> None:
         """Check each GridSample alone on synthetic X and grid: the whole model cannot run."""
