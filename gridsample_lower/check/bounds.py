@@ -45,6 +45,10 @@ class Bounds:
             for over, default in zip(self._overrides, table, strict=True)
         )
 
+    def given(self, name: str) -> bool:
+        """Whether an atol or rtol was given for ``name`` (or for every name, "*")."""
+        return any(name in over or "*" in over for over in self._overrides)
+
 
 def _overrides(value: Tolerance, names: set[str], what: str) -> dict[str, float]:
     if value is None:

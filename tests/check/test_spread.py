@@ -124,3 +124,11 @@ def test_raft_at_its_deployment_size_matches_within_the_originals_spread(name):
     (flow,) = report.outputs
     assert all(node.ok for node in report.nodes) and report.ok, report.table()
     assert flow.mismatches and flow.within_spread, report.table()
+
+
+def test_a_tolerance_given_for_an_output_is_kept():
+    """The caller's word on an output stands: no spread excuses it."""
+    model = _sensitive()
+    report = verify(model, _lowered(model), samples=2, atol={"Z": 1e-3}, rtol={"Z": 0.0})
+    (output,) = report.outputs
+    assert output.mismatches and not report.ok and output.spread == 0, report.table()
