@@ -301,3 +301,32 @@ BAD_NODES = {
     ),
     "string X": (retyped(one_warp(), x=TensorProto.STRING), "X of type STRING needs mode nearest"),
 }
+
+
+def after_gridsample(*tail: onnx.NodeProto, mode: str = "linear") -> onnx.ModelProto:
+    """X (1, 3, 24, 20) sampled on a (1, 16, 18) grid (zeros padding), then ``tail`` (Y -> Z)."""
+    nodes = [
+        helper.make_node("GridSample", ["X", "grid"], ["Y"], name="warp", mode=mode),
+        *tail,
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [
+            helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 3, 24, 20]),
+            helper.make_tensor_value_info("grid", TensorProto.FLOAT, [1, 16, 18, 2]),
+        ],
+        [helper.make_tensor_value_info("Z", TensorProto.FLOAT, [1, 3, 16, 18])],
+        [helper.make_tensor("scale", TensorProto.FLOAT, [], [1e6])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    model.ir_version = 10
+    return model
+
+
+def sensitive_to_rounding() -> onnx.ModelProto:
+    """Z = sin(1e6 Y): a last-bit change of Y (|Y| ~ 1) moves Z by ~0.1."""
+    return after_gridsample(
+        helper.make_node("Mul", ["Y", "scale"], ["scaled"]),
+        helper.make_node("Sin", ["scaled"], ["Z"]),
+    )

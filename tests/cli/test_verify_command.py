@@ -12,7 +12,13 @@ import numpy as np
 import onnx
 import pytest
 from click.testing import CliRunner
-from conftest import gridsample_model, inspect_rows, needs_real_sizes, two_warps
+from conftest import (
+    gridsample_model,
+    inspect_rows,
+    needs_real_sizes,
+    sensitive_to_rounding,
+    two_warps,
+)
 from test_main import EXAMPLE, cli
 
 from gridsample_lower import lower
@@ -212,3 +218,21 @@ def test_inspect_says_onnxruntime_runs_float16(tmp_path):
     result = in_process("inspect", path, "--json")
     (row,) = inspect_rows(result.stdout)
     assert result.exit_code == 0 and row["onnxruntime_native"] is True
+
+
+def test_lower_writes_a_model_whose_output_is_off_only_by_the_originals_spread(tmp_path):
+    """sin(1e6 y) after a GridSample: its last-bit differences (openvino target) move Z by up to
+    0.25, as they move the original's own Z; lower writes the model and says so."""
+    source, out, report = tmp_path / "in.onnx", tmp_path / "out.onnx", tmp_path / "r.json"
+    onnx.save(sensitive_to_rounding(), source)
+    result = cli(
+        "lower", source, "-o", out, "--target", "openvino", "--lower-all", "--report", report
+    )
+    assert result.returncode == 0 and out.exists(), result.stderr
+    assert "output(s) 'Z' within the original's own spread" in result.stdout
+    assert any(
+        line.startswith("note: output 'Z':") and "within 2x how far" in line
+        for line in result.stdout.splitlines()
+    )
+    (output,) = json.loads(report.read_text())["outputs"]
+    assert output["mismatches"] and output["spread"] >= output["max_abs"] / 2
