@@ -183,8 +183,8 @@ class Run:
     def _moved_outputs(self, feeds: dict) -> list | None:
         """The original's outputs with each GridSample's moved by its lowered error, or None."""
         errors = {}
-        for probe in self.probes:
-            if not probe.synthetic and probe.check.checked:
+        for probe in self.probes:  # (in a body: its error on synthetic inputs)
+            if probe.check.checked:
                 members = probe.check.members if isinstance(probe, AttentionProbe) else []
                 for name in members or [probe.check.name]:
                     errors[name] = probe.check.max_abs

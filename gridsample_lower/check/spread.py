@@ -12,6 +12,7 @@ original; ``spread`` measures the move, which ``Run`` sets against the candidate
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 
 import numpy as np
@@ -20,6 +21,7 @@ from onnx import TensorProto, helper
 
 from gridsample_lower.check.oracle import declared_types
 from gridsample_lower.check.report import largest_error
+from gridsample_lower.graphs import graphs
 
 __all__ = ["perturbed", "spread"]
 
@@ -27,37 +29,48 @@ __all__ = ["perturbed", "spread"]
 def perturbed(model: onnx.ModelProto, nodes: Mapping[str, str]) -> onnx.ModelProto:
     """``model`` with the output of each GridSample named in ``nodes`` moved at random.
 
-    ``nodes`` maps a main-graph GridSample's name to the name of a new float32 scalar input:
-    its output ``y`` becomes ``y + u * that input``, ``u`` uniform in [-1, 1] (a seed per node).
-    Only float outputs move (an integer X's nearest values are exact).
+    ``nodes`` maps a GridSample's name to the name of a new float32 scalar input of the model:
+    its output ``y`` becomes ``y + u * that input``, ``u`` uniform in [-1, 1] (a seed per
+    node). In the main graph and in If, Loop and Scan bodies at any depth, which read the input
+    from the outer scope; not in functions, which cannot. Only float outputs move (an integer
+    X's nearest values are exact).
     """
     moved = onnx.ModelProto()
     moved.CopyFrom(model)
     types = declared_types(model)
-    kept = []
-    for original in model.graph.node:
-        node = onnx.NodeProto()
-        node.CopyFrom(original)
-        kept.append(node)
-        scale = nodes.get(node.name)
-        if node.op_type != "GridSample" or scale is None or not node.output:
-            continue
-        y = node.output[0]
-        if y in types and types[y].kind in "iub":
-            continue
-        exact, noise, scaled, cast = (f"{y}/{part}" for part in ("exact", "u", "scaled", "cast"))
-        node.output[0] = exact
-        kept += [
-            helper.make_node("RandomUniformLike", [exact], [noise], dtype=TensorProto.FLOAT,
-                             low=-1.0, high=1.0, seed=float(len(kept))),
-            helper.make_node("Mul", [noise, scale], [scaled]),
-            helper.make_node("CastLike", [scaled, exact], [cast]),
-            helper.make_node("Add", [exact, cast], [y]),
-        ]  # fmt: skip
+    seeds = itertools.count(1)
+    for graph in reversed(list(graphs(moved.graph))):  # each body before the graph holding it
+        kept = []
+        for node in graph.node:
+            kept.append(node)
+            scale = nodes.get(node.name)
+            if node.op_type != "GridSample" or scale is None or not node.output:
+                continue
+            y = node.output[0]
+            if y in types and types[y].kind in "iub":
+                continue
+            parts = ("exact", "u", "scaled", "cast")
+            exact, noise, scaled, cast = (f"{y}/{part}" for part in parts)
+            node.output[0] = exact
+            kept += [
+                helper.make_node("RandomUniformLike", [exact], [noise], dtype=TensorProto.FLOAT,
+                                 low=-1.0, high=1.0, seed=float(next(seeds))),
+                helper.make_node("Mul", [noise, scale], [scaled]),
+                helper.make_node("CastLike", [scaled, exact], [cast]),
+                helper.make_node("Add", [exact, cast], [y]),
+            ]  # fmt: skip
+        copies = [_copy(node) for node in kept]
+        del graph.node[:]
+        graph.node.extend(copies)
+    for scale in dict.fromkeys(nodes.values()):
         moved.graph.input.append(helper.make_tensor_value_info(scale, TensorProto.FLOAT, []))
-    del moved.graph.node[:]
-    moved.graph.node.extend(kept)
     return moved
+
+
+def _copy(node: onnx.NodeProto) -> onnx.NodeProto:
+    copy = onnx.NodeProto()
+    copy.CopyFrom(node)
+    return copy
 
 
 def spread(expected: np.ndarray, moved: np.ndarray) -> float | None:

@@ -103,3 +103,26 @@ def test_a_tolerance_given_for_an_output_is_kept():
     report = verify(model, _lowered(model), samples=2, atol={"Z": 1e-3}, rtol={"Z": 0.0})
     (output,) = report.outputs
     assert output.mismatches and not report.ok and output.spread == 0, report.table()
+
+
+IN_A_BRANCH = """
+<ir_version: 10, opset_import: ["" : 20]>
+g (float[1,3,24,20] X, float[1,16,18,2] grid, bool c) => (float[1,3,16,18] Z) {
+  Y = If (c) <
+    then_branch = t () => (float[1,3,16,18] a) { a = GridSample <mode="linear"> (X, grid) },
+    else_branch = e () => (float[1,3,16,18] b) { b = GridSample <mode="linear"> (X, grid) }>
+  scale = Constant <value = float {1000000}> ()
+  scaled = Mul (Y, scale)
+  Z = Sin (scaled)
+}
+"""
+
+
+def test_gridsamples_in_a_branch_move_too():
+    """sin(1e6 y) of a GridSample in an If's branch: each branch's GridSample is checked alone on
+    synthetic inputs, and moved by that error in the original's run."""
+    model = onnx.parser.parse_model(IN_A_BRANCH)
+    report = verify(model, _lowered(model), samples=2, inputs={"c": np.array(True)})
+    (output,) = report.outputs
+    assert all(node.ok and node.checked for node in report.nodes), report.table()
+    assert output.mismatches and output.within_spread and report.ok, report.table()
