@@ -150,7 +150,8 @@ class VerificationReport:
     @property
     def _outputs_spread(self) -> list[OutputCheck]:
         """The outputs that match only within the original's spread."""
-        return [c for c in self.outputs if not c.ok and c not in self._outputs_off]
+        off = self._outputs_off
+        return [c for c in self.outputs if not c.ok and c not in off]
 
     @property
     def culprits(self) -> list[str]:
@@ -308,7 +309,7 @@ def _what(check: Comparison, kind: str) -> str:
         f"{check.mismatches} element(s) off by up to {check.max_abs:.3g} "
         f"(atol={check.atol:g}, rtol={check.rtol:g})"
     )
-    if not check.problem and getattr(check, "unexplained", 0) and check.spread > 0:
+    if isinstance(check, OutputCheck) and not check.problem and check.unexplained and check.spread:
         what += f", past {SPREAD_FACTOR:g}x the original's own spread ({check.spread:.3g})"
     return f"{kind} {check.name!r}: {what}"
 

@@ -182,12 +182,11 @@ class Run:
 
     def _moved_outputs(self, feeds: dict) -> list | None:
         """The original's outputs with each GridSample's moved by its lowered error, or None."""
-        errors = {}
-        for probe in self.probes:  # (in a body: its error on synthetic inputs)
-            if probe.check.checked:
-                members = probe.check.members if isinstance(probe, AttentionProbe) else []
-                for name in members or [probe.check.name]:
-                    errors[name] = probe.check.max_abs
+        errors = {}  # every probe's nodes, so that the moved model's inputs stay the same
+        for probe in self.probes:  # (in a body: its error on synthetic inputs; unchecked: 0)
+            members = probe.check.members if isinstance(probe, AttentionProbe) else []
+            for name in members or [probe.check.name]:
+                errors[name] = probe.check.max_abs if probe.check.checked else 0.0
         if not any(errors.values()):
             return None
         if self._moved is None:

@@ -806,9 +806,9 @@ def _sample_size(em: _Levels, dtype: ir.DataType, extra: int) -> int | ir.Value:
 
 
 def _sample_starts(em: _Levels, dtype: ir.DataType, extra: int, units: int = 4) -> ir.Value:
-    """``(N, 1, 1, 1, 1)``: where sample n's rows start, its ``extra`` rows of zeros included.
+    """``(N, 1..1)``: where sample n's rows start, its ``extra`` rows of zeros included.
 
-    ``units``: the unit axes after N.
+    ``units``: the unit axes after N (4: the taps' ``(N, .., M)``; 2: queries-first rows).
     """
     size, batch = _sample_size(em, dtype, extra), em.x_dim(0)
     if isinstance(size, int) and batch is not None:
@@ -818,7 +818,7 @@ def _sample_starts(em: _Levels, dtype: ir.DataType, extra: int, units: int = 4) 
 
 
 def _samples(em: _Levels, dtype: ir.DataType, units: int = 4) -> ir.Value:
-    """``(N, 1, 1, 1, 1)``: each sample's number, 0 to N - 1, for a batch of any size.
+    """``(N, 1..1)``: each sample's number, 0 to N - 1, for a batch of any size.
 
     ``units``: the unit axes after N.
     """
