@@ -52,6 +52,23 @@ def ort_outputs(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
     return onnxruntime_runner(model, threads=1)(feeds)
 
 
+def one_piece_ops(model: onnx.ModelProto) -> list[str]:
+    """The main graph's op types, an If of point tiles standing as its one-piece branch.
+
+    Symbolic points on the onnxruntime target are lowered twice, in tiles and in one piece,
+    an If picking by the points (``Plan.tiles_from``): the forms are the one piece's.
+    """
+    ops = []
+    for node in model.graph.node:
+        branches = {a.name: a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH}
+        then = branches.get("then_branch")
+        if node.op_type == "If" and then and any(n.op_type == "Slice" for n in then.node):
+            ops += [inner.op_type for inner in branches["else_branch"].node]
+        else:
+            ops.append(node.op_type)
+    return ops
+
+
 def run_ort(model: onnx.ModelProto, feeds: dict) -> np.ndarray:
     return ort_outputs(model, feeds)[0]
 

@@ -42,6 +42,15 @@ BY_CHANNEL_INT64_CHANNELS = 4  # ...and up to this many whose indices are int64
 # vs 3.72); not at 8x32x64x64 (5.49 vs 3.88), where the per-tap row gathers cross samples; nor
 # where the channels-last copy of X outweighs the taps (2 S > taps x P: 4096 points of a
 # 32x128x128 X, linear 8.4 vs 5.7 ms, cubic 28 vs 21).
+# The points lowered in tiles where onnxruntime streams a lowering's per-point tensors
+# (``point_tiles``): from this many points (N x P), tiles of this many points, at most
+# POINT_TILES_MAX tiles of ~50-150 nodes each...
+POINT_TILES_FROM, POINT_TILE = 2**16, 2**13  # linear (3-D linear too)
+CUBIC_TAPS = 16  # ...from 16 taps a point (cubic), from fewer points, in smaller tiles...
+CUBIC_TILES_FROM, CUBIC_POINT_TILE = 2**14, 2**12
+NEAREST_TILES_FROM, NEAREST_POINT_TILE = 2**18, 2**15  # ...and for one tap (nearest)
+POINT_TILES_MAX = 32
+SYMBOLIC_POINT_TILES = 16  # symbolic points: this many tiles (nearest: half), behind an If
 FUSED_ROWS_MAX_BATCH = 1
 SLOT_MAX_RATIO = 4  # a zero slot appended to X pays while X is at most this many times the points
 # Zeros padding of linear and cubic: X padded by a ring of zeros is a copy of X. Where X holds
@@ -417,6 +426,43 @@ def tiled_pays(spec: GridSampleSpec, sizes: Sizes) -> bool:
     return aliased and channels * spatial <= TILED_MAX_VALUES
 
 
+def point_tiles(sizes: Sizes, taps: int, target: Target) -> tuple[tuple[int, int], str]:
+    """``((tiles, tiles_from), why)``: how many tiles the points are lowered in (``Plan``).
+
+    onnxruntime runs each op over its whole tensor: past some ten thousand points a lowering's
+    per-point tensors no longer stay cached between the ops that make and read them. Measured
+    (1 thread, one piece against 8-32 tiles, ``docs/performance.md``): 480x640 points, 1-16
+    channels, linear 1.35-1.77 -> 0.73-1.36x native, cubic 1.18-2.65 -> 0.58-1.16, nearest
+    0.46-1.33 -> 0.36-1.06; cubic gains from 2**14 points (8x32x64x64: 0.60 -> 0.35), linear
+    from 2**16 (8x32x64x64 lost: 2.19 -> 2.88), nearest only past 2**18. Points of all
+    samples count (N x P; an unknown batch as 1); symbolic points are judged at run time, by
+    the points of one sample, which also keeps every tile from being empty.
+    """
+    if not target.point_tiles:
+        return (1, 0), ""
+    least, tile = tiling(taps)
+    if sizes.points is None:
+        tiles = SYMBOLIC_POINT_TILES if taps > 1 else SYMBOLIC_POINT_TILES // 2
+        return (tiles, least), (
+            f"symbolic points: {tiles} tiles where a sample holds {_n(least)}+ (an If), so "
+            "that each tile's tensors stay cached between ops"
+        )
+    total = (sizes.batch or 1) * sizes.points
+    if total < least:
+        return (1, 0), f"{total} points, below {_n(least)}: one piece"
+    tiles = min(POINT_TILES_MAX, total // tile, sizes.points)
+    return (tiles, 0), f"{total} points: {tiles} tiles, each tile's tensors cached between ops"
+
+
+def tiling(taps: int) -> tuple[int, int]:
+    """(the least points, N x P, for tiles; the points a tile) for ``taps`` a point."""
+    if taps == 1:
+        return NEAREST_TILES_FROM, NEAREST_POINT_TILE
+    if taps < CUBIC_TAPS:
+        return POINT_TILES_FROM, POINT_TILE
+    return CUBIC_TILES_FROM, CUBIC_POINT_TILE
+
+
 @dataclasses.dataclass(frozen=True)
 class Strategy:
     """One form a choice of the plan can take (a ``Plan`` field and its value), and when."""
@@ -602,6 +648,17 @@ STRATEGIES = [
         "are static and whose last is shorter than 64 points (RAFT's lookups, (N, 7, 7, 2)): "
         "the grid reshaped to (N, 1.., P, r) first and Y back last, every per-point tensor "
         "then holding the points on its last axis; not where a point axis is symbolic",
+    ),
+    Strategy(
+        "point_tiles",
+        "8 or 16 or 32",
+        "targets that run each op over its whole tensor (onnxruntime): the grid's points, as "
+        "(N, 1.., P, r), sliced into tiles lowered alone on the same X, their outputs "
+        f"concatenated; from {_n(POINT_TILES_FROM)} points (N x P) in tiles of {_n(POINT_TILE)} "
+        f"(cubic: from {_n(CUBIC_TILES_FROM)}, tiles of {_n(CUBIC_POINT_TILE)}; nearest: from "
+        f"{_n(NEAREST_TILES_FROM)}, tiles of {_n(NEAREST_POINT_TILE)}), at most "
+        f"{POINT_TILES_MAX} tiles; symbolic points: {SYMBOLIC_POINT_TILES} tiles (nearest "
+        f"{SYMBOLIC_POINT_TILES // 2}) behind an If on a sample's points, one piece below",
     ),
     Strategy(
         "fraction",

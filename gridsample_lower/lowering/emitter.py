@@ -152,8 +152,15 @@ class Emitter:
         if dims is not None:
             sizes = [dims[0], *[1] * (self.rank - 1), points, self.rank]
             flat.shape = ir.Shape([d if isinstance(d, int) else None for d in sizes])
+        return self.with_grid(flat)
+
+    def with_grid(self, grid: ir.Value) -> Emitter:
+        """This node's emitter, lowering ``grid`` (the grid reshaped, or a tile of its points).
+
+        ``grid`` carries its static sizes; what was made of X's sizes is kept.
+        """
         view = copy.copy(self)
-        view._grid, view._once = flat, {k: v for k, v in self._once.items() if _of_x(k)}
+        view._grid, view._once = grid, {k: v for k, v in self._once.items() if _of_x(k)}
         view.merged_axes = view._axes_to_merge() if self.merged else 0
         return view
 

@@ -119,6 +119,11 @@ class Plan:
             batch): X moved to ``(C, N*S)``, or with ``in_place``
             (``costs.planes_in_place_pay``) every value of X read on one axis, each channel's
             index its own, ``(C, N, .., P)``.
+        point_tiles: the grid's points are split into this many tiles, each lowered alone on
+            the same X and the outputs concatenated (``point_tiles``), so that each tile's
+            per-point tensors stay in cache between ops (``costs.point_tiles``); 1: one piece.
+        tiles_from: symbolic points: an If takes the tiles only where a sample holds at least
+            this many points, else one piece; 0: the tiles always (static points).
         empty: X has no values (a static 0 batch or channel): Y is X reshaped.
         reader: "" (the gathers above), or the target's own GridSample reads the taps
             (``native_taps``): "centres" (nearest at pixel centres) or "samples" (linear
@@ -153,6 +158,8 @@ class Plan:
     in_place: bool = False
     flat_points: bool = False
     flat_grid: bool = False
+    point_tiles: int = 1
+    tiles_from: int = 0
     empty: bool = False
     refusal: str = ""
     reader: str = ""
@@ -191,6 +198,9 @@ class Plan:
             parts.append("points on one axis")
         if self.fenced:
             parts.append("in a float32 Loop")
+        if self.point_tiles > 1:
+            where = f" where a sample has {self.tiles_from}+ (an If)" if self.tiles_from else ""
+            parts.append(f"points in {self.point_tiles} tiles{where}")
         index = f"{self.index_type.name.lower()} indices"
         parts.append(f"{index} computed in float" if self.float_index else index)
         return ", ".join(parts)
@@ -296,8 +306,8 @@ def plan_of(
     elementwise op that fuses with the coordinates' kernel; else "input" (the model's inputs).
 
     ``force`` (tests only) overrides the forms ``gather``, ``sum``, ``masks``, ``zero_slot``,
-    ``tiled``, ``interleaved`` or ``integer_indices`` before the choices that depend on them
-    are made: every form can then be run on tiny shapes.
+    ``tiled``, ``interleaved``, ``integer_indices`` or ``point_tiles`` before the choices that
+    depend on them are made: every form can then be run on tiny shapes.
     """
     force = dict(force or {})
     given = costs.Sizes.of(spec.rank, x_shape, grid_shape)
@@ -415,6 +425,11 @@ def plan_of(
         spec, given, grid_shape, target, interleaved or from_grid
     )
     flat_grid, why["flat_grid"] = _choose_flat_grid(spec, grid_shape, target, merged)
+    (tiles, tiles_from), why["point_tiles"] = costs.point_tiles(given, taps, target)
+    if "point_tiles" in force:  # (symbolic points: behind an If as the target would put them)
+        tiles, why["point_tiles"] = int(force.pop("point_tiles")), "forced"
+        tiles = min(tiles, given.points) if given.points else tiles
+        tiles_from = costs.tiling(taps)[0] if tiles > 1 and given.points is None else 0
     if force or combine not in SUMS[rows, spec.mode == "nearest"]:
         raise ValueError(f"cannot force {force or combine!r} with {'rows' if rows else 'elements'}")
     refusal = int32_overflow(spec, given.dims, target, rows=rows, ring=ring, whole=in_place)
@@ -439,6 +454,8 @@ def plan_of(
         planes=planes,
         flat_points=flat_points,
         flat_grid=flat_grid,
+        point_tiles=tiles,
+        tiles_from=tiles_from,
         empty=given.batch == 0 or given.channels == 0,
         refusal=refusal,
         in_place=in_place,

@@ -20,6 +20,7 @@ from gridsample_lower.lowering.decompositions import cubic, linear, nearest
 from gridsample_lower.lowering.emitter import Emitter
 from gridsample_lower.lowering.native_taps import read_by_native
 from gridsample_lower.lowering.plan import Plan, node_plan
+from gridsample_lower.lowering.point_tiles import in_tiles
 from gridsample_lower.lowering.targets import Target
 from gridsample_lower.runtime import onnxruntime_runs
 from gridsample_lower.spec import ALIGN_CORNERS, MODES, PADDING_MODES, GridSampleSpec
@@ -79,6 +80,8 @@ def decompose(
     )
     if plan.empty:  # Y is empty too. (onnxruntime's optimizer mis-handles the general graph.)
         return em.reshape(x, [em.batch, em.channels, *em.output_dims()])
+    if plan.point_tiles > 1:  # the points in tiles, each lowered alone
+        return in_tiles(em, plan, lambda view, whole: _lower(view, x, view.grid, spec, whole))
     if plan.flat_grid:  # lowered on the grid as (N, 1.., P, r), Y reshaped back
         flat = em.with_points_on_one_axis()
         y = _lower(flat, x, flat.grid, spec, dataclasses.replace(plan, flat_grid=False))

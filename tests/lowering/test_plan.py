@@ -42,6 +42,9 @@ CUBIC3 = GridSampleSpec(3, "cubic", "zeros", 0)
 CUBIC16 = GridSampleSpec(2, "cubic", "zeros", 0, x_dtype=ir.DataType.FLOAT16)
 
 
+SYMBOLIC = (["N", 3, "H", "W"], ["N", "h", "w", 2])  # X and grid: 3 channels, sizes unknown
+
+
 def _points(count: int) -> list[int]:
     return [1, count, 1, 2]
 
@@ -377,6 +380,43 @@ TABLE = [
         [1, 2, 2, 2, 3],
         "generic",
         {"flat_points": False},
+    ),
+    # POINT_TILES_FROM = 2**16, POINT_TILE = 2**13 (onnxruntime): linear's points in tiles
+    # from 2**16 points (N x P), 2**13 a tile, POINT_TILES_MAX = 32 at most
+    ("65535 points", LINEAR, [1, 3, 16, 16], _points(2**16 - 1), "onnxruntime", {"point_tiles": 1}),
+    ("2**16 points", LINEAR, [1, 3, 16, 16], _points(2**16), "onnxruntime", {"point_tiles": 8}),
+    ("2 x 2**15", LINEAR, [2, 3, 16, 16], [2, 2**15, 1, 2], "onnxruntime", {"point_tiles": 8}),
+    (
+        "2**18 + 2**13",
+        LINEAR,
+        [1, 3, 8, 8],
+        _points(2**18 + 2**13),
+        "onnxruntime",
+        {"point_tiles": 32},
+    ),
+    ("2**19 points", LINEAR, [1, 3, 8, 8], _points(2**19), "onnxruntime", {"point_tiles": 32}),
+    ("tiles, generic", LINEAR, [1, 3, 16, 16], _points(2**16), "generic", {"point_tiles": 1}),
+    # CUBIC_TAPS = 16, CUBIC_TILES_FROM = 2**14, CUBIC_POINT_TILE = 2**12: cubic from fewer
+    ("cubic 16383", CUBIC, [1, 3, 16, 16], _points(2**14 - 1), "onnxruntime", {"point_tiles": 1}),
+    ("cubic 2**14", CUBIC, [1, 3, 16, 16], _points(2**14), "onnxruntime", {"point_tiles": 4}),
+    # NEAREST_TILES_FROM = 2**18, NEAREST_POINT_TILE = 2**15: nearest only past 2**18
+    (
+        "nearest 2**18-1",
+        NEAREST,
+        [1, 3, 8, 8],
+        _points(2**18 - 1),
+        "onnxruntime",
+        {"point_tiles": 1},
+    ),
+    ("nearest 2**18", NEAREST, [1, 3, 8, 8], _points(2**18), "onnxruntime", {"point_tiles": 8}),
+    # SYMBOLIC_POINT_TILES = 16 (nearest 8): symbolic points behind an If, from the same least
+    ("symbolic points", LINEAR, *SYMBOLIC, "onnxruntime", {"point_tiles": 16, "tiles_from": 2**16}),
+    (
+        "symbolic nearest",
+        NEAREST,
+        *SYMBOLIC,
+        "onnxruntime",
+        {"point_tiles": 8, "tiles_from": 2**18},
     ),
     # ATTENTION_MIN_HEAD_CHANNELS = 32 is no plan field: tests/lowering/test_attention.py runs
     # heads of 16 and 32 channels, either side of it

@@ -1,0 +1,83 @@
+"""One GridSample's points lowered tile by tile, so that each tile's tensors stay in cache.
+
+onnxruntime runs each op over its whole tensor before the next starts: lowered in one piece, a
+480x640 warp's per-point indices, weights and taps (tens of MB a run for 3 channels) stream
+through memory between ops, where its own kernel reads X and the grid once. Split into tiles of
+a few thousand points, each tile's tensors stay cached from the op that makes them to the ops
+that read them (``Plan.point_tiles``; docs/performance.md). The grid is viewed as
+``(N, 1.., P, r)``, sliced along P, each tile lowered as a GridSample of its own on the same X,
+and the tiles' outputs ``(N, C, 1.., t)`` concatenated and viewed as ``(N, C, O..)``. Where P
+is symbolic, an If takes the tiles only once a sample holds ``Plan.tiles_from`` points, so
+that no tile is empty and small inputs run the one piece.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import onnx_ir as ir
+
+from gridsample_lower.lowering.emitter import Emitter
+from gridsample_lower.lowering.plan import Plan
+
+__all__ = ["in_tiles"]
+
+INT64 = ir.DataType.INT64
+# Slice's end for the last tile: past any axis (Slice clamps it to P).
+_PAST_ANY_AXIS = 2**62
+
+
+def in_tiles(em: Emitter, plan: Plan, lower: Callable[[Emitter, Plan], ir.Value]) -> ir.Value:
+    """Y of ``em``'s node, ``lower(view, plan)`` run on each tile of its points.
+
+    ``lower`` lowers the grid ``view.grid`` with a plan of one piece.
+    """
+    flat = em.with_points_on_one_axis()
+    whole = dataclasses.replace(plan, point_tiles=1, tiles_from=0, flat_grid=False)
+    if plan.tiles_from:  # symbolic P: tiles only where every tile holds points
+        tiles = plan.point_tiles
+        least = max(plan.tiles_from, tiles * (tiles - 1) + 1)  # (ceil(P / tiles) x (tiles - 1) < P)
+        enough = flat.GreaterOrEqual(flat.points, flat.const([least], INT64))
+        y = flat.if_else(
+            enough,
+            lambda branch: _tiled(branch, plan.point_tiles, whole, lower),
+            lambda branch: lower(branch, whole),
+        )
+    else:
+        y = _tiled(flat, plan.point_tiles, whole, lower)
+    return em.reshape(y, [em.batch, em.channels, *em.output_dims()])
+
+
+def _tiled(
+    flat: Emitter, tiles: int, plan: Plan, lower: Callable[[Emitter, Plan], ir.Value]
+) -> ir.Value:
+    """``(N, C, 1.., P)``: ``tiles`` slices of the flat grid's points, each lowered alone."""
+    axis = flat.rank  # the points' axis of (N, 1.., P, r)
+    points = flat.points
+    outputs = []
+    for start, end, length in _bounds(flat, points, tiles):
+        tile = flat.Slice(flat.grid, start, end, flat.const([axis], INT64))
+        tile.dtype = flat.grid.dtype
+        if flat.grid.shape is not None:
+            dims = list(flat.grid.shape)
+            dims[axis] = length
+            tile.shape = ir.Shape([d if isinstance(d, int) else None for d in dims])
+        outputs.append(lower(flat.with_grid(tile), plan))
+    return flat.Concat(*outputs, axis=1 + axis)
+
+
+def _bounds(flat: Emitter, points: int | ir.Value, tiles: int):
+    """Each tile's (start, end, static length or None): as even as P allows."""
+    if isinstance(points, int):
+        cuts = [points * k // tiles for k in range(tiles + 1)]
+        for start, end in zip(cuts, cuts[1:], strict=False):
+            yield flat.const([start], INT64), flat.const([end], INT64), end - start
+        return
+    # ceil(P / tiles) a tile; the If before guarantees the last one is not empty
+    step = flat.Div(flat.Add(points, flat.const([tiles - 1], INT64)), flat.const([tiles], INT64))
+    starts = [flat.const([0], INT64)]
+    starts += [flat.Mul(step, flat.const([k], INT64)) for k in range(1, tiles)]
+    ends = [*starts[1:], flat.const([_PAST_ANY_AXIS], INT64)]
+    for start, end in zip(starts, ends, strict=True):
+        yield start, end, None
