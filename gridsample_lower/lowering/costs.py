@@ -50,6 +50,7 @@ CUBIC_TAPS = 16  # ...from 16 taps a point (cubic), from fewer points, in smalle
 CUBIC_TILES_FROM, CUBIC_POINT_TILE = 2**14, 2**12
 NEAREST_TILES_FROM, NEAREST_POINT_TILE = 2**18, 2**15  # ...and for one tap (nearest)
 POINT_TILES_MAX = 32
+TILE_MIN_SAMPLE_POINTS = 512  # ...and each tile at least this many of every sample's points
 SYMBOLIC_POINT_TILES = 16  # symbolic points: this many tiles (nearest: half), behind an If
 FUSED_ROWS_MAX_BATCH = 1
 SLOT_MAX_RATIO = 4  # a zero slot appended to X pays while X is at most this many times the points
@@ -435,8 +436,10 @@ def point_tiles(sizes: Sizes, taps: int, target: Target) -> tuple[tuple[int, int
     channels, linear 1.35-1.77 -> 0.73-1.36x native, cubic 1.18-2.65 -> 0.58-1.16, nearest
     0.46-1.33 -> 0.36-1.06; cubic gains from 2**14 points (8x32x64x64: 0.60 -> 0.35), linear
     from 2**16 (8x32x64x64 lost: 2.19 -> 2.88), nearest only past 2**18. Points of all
-    samples count (N x P; an unknown batch as 1); symbolic points are judged at run time, by
-    the points of one sample, which also keeps every tile from being empty.
+    samples count (N x P; an unknown batch as 1), but each tile holds at least
+    ``TILE_MIN_SAMPLE_POINTS`` of every sample's (RAFT's lookups, 7040 samples of 49 points at
+    440x1024, ran 2.1x slower in 32 tiles); symbolic points are judged at run time, by the
+    points of one sample, which also keeps every tile from being empty.
     """
     if not target.point_tiles:
         return (1, 0), ""
@@ -450,7 +453,12 @@ def point_tiles(sizes: Sizes, taps: int, target: Target) -> tuple[tuple[int, int
     total = (sizes.batch or 1) * sizes.points
     if total < least:
         return (1, 0), f"{total} points, below {_n(least)}: one piece"
-    tiles = min(POINT_TILES_MAX, total // tile, sizes.points)
+    tiles = min(POINT_TILES_MAX, total // tile, sizes.points // TILE_MIN_SAMPLE_POINTS)
+    if tiles < 2:
+        return (1, 0), (
+            f"{sizes.points} points a sample: tiles of fewer than {TILE_MIN_SAMPLE_POINTS} "
+            "would each run every sample's per-sample work"
+        )
     return (tiles, 0), f"{total} points: {tiles} tiles, each tile's tensors cached between ops"
 
 

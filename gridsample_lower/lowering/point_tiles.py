@@ -8,7 +8,7 @@ that read them (``Plan.point_tiles``; docs/performance.md). The grid is viewed a
 ``(N, 1.., P, r)``, sliced along P, each tile lowered as a GridSample of its own on the same X,
 and the tiles' outputs ``(N, C, 1.., t)`` concatenated and viewed as ``(N, C, O..)``. Where P
 is symbolic, an If takes the tiles only once a sample holds ``Plan.tiles_from`` points, so
-that no tile is empty and small inputs run the one piece.
+that no tile is empty, and runs the node in one piece, as it would be without tiles, below.
 """
 
 from __future__ import annotations
@@ -27,44 +27,39 @@ INT64 = ir.DataType.INT64
 # Slice's end for the last tile: past any axis (Slice clamps it to P).
 _PAST_ANY_AXIS = 2**62
 
+Piece = Callable[[Emitter, Plan], ir.Value]  # Y of the view's grid in one piece
 
-def in_tiles(em: Emitter, plan: Plan, lower: Callable[[Emitter, Plan], ir.Value]) -> ir.Value:
-    """Y of ``em``'s node, ``lower(view, plan)`` run on each tile of its points.
 
-    ``lower`` lowers the grid ``view.grid`` with a plan of one piece.
-    """
+def in_tiles(em: Emitter, plan: Plan, piece: Piece) -> ir.Value:
+    """Y of ``em``'s node, ``piece(view, plan)`` run on each tile of its points."""
+    whole = dataclasses.replace(plan, point_tiles=1, tiles_from=0)
+    if not plan.tiles_from:
+        return _tiled(em, plan.point_tiles, whole, piece)
+    tiles = plan.point_tiles  # symbolic P: tiles only where every tile holds points
+    least = max(plan.tiles_from, tiles * (tiles - 1) + 1)  # (ceil(P / tiles) x (tiles - 1) < P)
+    return em.if_else(
+        em.GreaterOrEqual(em.points, em.const([least], INT64)),
+        lambda branch: _tiled(branch, tiles, whole, piece),
+        lambda branch: piece(branch, whole),
+    )
+
+
+def _tiled(em: Emitter, tiles: int, plan: Plan, piece: Piece) -> ir.Value:
+    """Y from ``tiles`` slices of the grid's points as ``(N, 1.., P, r)``, each lowered alone."""
     flat = em.with_points_on_one_axis()
-    whole = dataclasses.replace(plan, point_tiles=1, tiles_from=0, flat_grid=False)
-    if plan.tiles_from:  # symbolic P: tiles only where every tile holds points
-        tiles = plan.point_tiles
-        least = max(plan.tiles_from, tiles * (tiles - 1) + 1)  # (ceil(P / tiles) x (tiles - 1) < P)
-        enough = flat.GreaterOrEqual(flat.points, flat.const([least], INT64))
-        y = flat.if_else(
-            enough,
-            lambda branch: _tiled(branch, plan.point_tiles, whole, lower),
-            lambda branch: lower(branch, whole),
-        )
-    else:
-        y = _tiled(flat, plan.point_tiles, whole, lower)
-    return em.reshape(y, [em.batch, em.channels, *em.output_dims()])
-
-
-def _tiled(
-    flat: Emitter, tiles: int, plan: Plan, lower: Callable[[Emitter, Plan], ir.Value]
-) -> ir.Value:
-    """``(N, C, 1.., P)``: ``tiles`` slices of the flat grid's points, each lowered alone."""
+    flat_plan = dataclasses.replace(plan, flat_grid=False)  # (each tile is flat already)
     axis = flat.rank  # the points' axis of (N, 1.., P, r)
-    points = flat.points
     outputs = []
-    for start, end, length in _bounds(flat, points, tiles):
+    for start, end, length in _bounds(flat, flat.points, tiles):
         tile = flat.Slice(flat.grid, start, end, flat.const([axis], INT64))
         tile.dtype = flat.grid.dtype
         if flat.grid.shape is not None:
             dims = list(flat.grid.shape)
             dims[axis] = length
             tile.shape = ir.Shape([d if isinstance(d, int) else None for d in dims])
-        outputs.append(lower(flat.with_grid(tile), plan))
-    return flat.Concat(*outputs, axis=1 + axis)
+        outputs.append(piece(flat.with_grid(tile), flat_plan))
+    y = flat.Concat(*outputs, axis=1 + axis)  # (N, C, 1.., P)
+    return em.reshape(y, [em.batch, em.channels, *em.output_dims()])
 
 
 def _bounds(flat: Emitter, points: int | ir.Value, tiles: int):

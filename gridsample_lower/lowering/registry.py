@@ -81,12 +81,17 @@ def decompose(
     if plan.empty:  # Y is empty too. (onnxruntime's optimizer mis-handles the general graph.)
         return em.reshape(x, [em.batch, em.channels, *em.output_dims()])
     if plan.point_tiles > 1:  # the points in tiles, each lowered alone
-        return in_tiles(em, plan, lambda view, whole: _lower(view, x, view.grid, spec, whole))
+        return in_tiles(em, plan, lambda view, piece: _piece(view, x, spec, piece))
+    return _piece(em, x, spec, plan)
+
+
+def _piece(em: Emitter, x: ir.Value, spec: GridSampleSpec, plan: Plan) -> ir.Value:
+    """Y of ``em``'s grid in one piece (a tile's, or the whole node's)."""
     if plan.flat_grid:  # lowered on the grid as (N, 1.., P, r), Y reshaped back
         flat = em.with_points_on_one_axis()
         y = _lower(flat, x, flat.grid, spec, dataclasses.replace(plan, flat_grid=False))
         return em.reshape(y, [em.batch, em.channels, *em.output_dims()])
-    return _lower(em, x, grid, spec, plan)
+    return _lower(em, x, em.grid, spec, plan)
 
 
 def _lower(em: Emitter, x: ir.Value, grid: ir.Value, spec: GridSampleSpec, plan: Plan):

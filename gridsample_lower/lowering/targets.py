@@ -420,7 +420,8 @@ TARGETS: dict[str, Target] = {
         Target(
             "onnxruntime",
             "lower what onnxruntime cannot run, and what runs faster lowered (MatMul, "
-            "BatchNormalization, deformable attention as one unit)",
+            "BatchNormalization, a large grid's points in tiles, deformable attention as one "
+            "unit)",
             keeps=_onnxruntime_keeps,
             fuses_attention=True,
             unknown_x="if",

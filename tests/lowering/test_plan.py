@@ -396,6 +396,9 @@ TABLE = [
     ),
     ("2**19 points", LINEAR, [1, 3, 8, 8], _points(2**19), "onnxruntime", {"point_tiles": 32}),
     ("tiles, generic", LINEAR, [1, 3, 16, 16], _points(2**16), "generic", {"point_tiles": 1}),
+    # TILE_MIN_SAMPLE_POINTS = 512 of every sample's points a tile (RAFT: 7040 samples of 49)
+    ("128 x 1023", LINEAR, [128, 3, 8, 8], [128, 1023, 1, 2], "onnxruntime", {"point_tiles": 1}),
+    ("128 x 1024", LINEAR, [128, 3, 8, 8], [128, 1024, 1, 2], "onnxruntime", {"point_tiles": 2}),
     # CUBIC_TAPS = 16, CUBIC_TILES_FROM = 2**14, CUBIC_POINT_TILE = 2**12: cubic from fewer
     ("cubic 16383", CUBIC, [1, 3, 16, 16], _points(2**14 - 1), "onnxruntime", {"point_tiles": 1}),
     ("cubic 2**14", CUBIC, [1, 3, 16, 16], _points(2**14), "onnxruntime", {"point_tiles": 4}),
