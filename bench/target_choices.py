@@ -27,6 +27,7 @@ from gridsample_lower.models import gridsample_model
 
 SIZES_2D = [(64, 64), (224, 224), (480, 640)]  # input and output both (H, W)
 CUBIC_SIZES = [(64, 64), (224, 224), (320, 320), (384, 384), (480, 640)]  # each cubic bound
+TILED_SIZES = [(320, 320), (720, 1280)]  # the fast kernel against the lowering in tiles
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +81,9 @@ def choices() -> list[Choice]:
             for c in sorted({1, 3, kept, kept + 1}):
                 out.append(Choice("cubic", padding, 0, (1, c, h, w)))
             out.append(Choice("cubic", padding, 0, (1, max(kept, 1), h, w), constant_grid=True))
+    for h, w in TILED_SIZES:  # TILED_FAST_PATH: 1 channel from 2**16 points, 4 from 2**19
+        for c in (1, 2, 4, 5, 8):
+            out.append(Choice("linear", "zeros", 0, (1, c, h, w)))
     for c in (1, 16):  # 3-D: always lowered
         out.append(Choice("linear", "zeros", 0, (1, c, 24, 24, 24)))
     return out

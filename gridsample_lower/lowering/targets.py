@@ -219,6 +219,11 @@ SHAPE_PRODUCTS = frozenset({"ReduceProd", "Flatten"})
 
 # bench/target_choices.py checks these bounds.
 FOLDED_GRID_MAX_CHANNELS = 4  # with a constant grid, the lowering beats the fast kernel up to here
+# Lowered in tiles of points (costs.point_tiles), the lowering beats the fast kernel from these
+# points a sample with up to these channels (bench: random and smooth grids, 1 thread, lowered /
+# native; 1 channel 0.40-0.84 from 320x320; up to 4 at 720x1280 0.46-0.76, where 8 took
+# 0.78-1.11 and 2-4 at 480x640 0.90-1.21).
+TILED_FAST_PATH = ((2**16, 1), (2**19, 4))
 
 
 def native_cubic_channels(points: int | None, dtype: ir.DataType, padding: str) -> float:
@@ -277,7 +282,8 @@ def _onnxruntime_keeps(spec: GridSampleSpec, node: ir.Node | None = None) -> boo
     - 2-D linear + zeros + align_corners=0, whose kernel precomputes a plan per point (the
       lowering takes 0.9-2.4x its time); unless the grid is a constant and X has at most 4
       float32 channels: onnxruntime then folds the lowered coordinate math at session start
-      and the rest takes 0.25-0.95 of the kernel's time (8 channels: 1.0-1.4);
+      and the rest takes 0.25-0.95 of the kernel's time (8 channels: 1.0-1.4); or the points
+      are many and the float32 channels few (``TILED_FAST_PATH``), lowered in tiles;
     - 2-D cubic with up to ``native_cubic_channels`` channels: by the points per sample, one
       to three float32 ones with zeros or border padding, any float64 ones past 2**15 points;
       unless the grid folds (0.35-0.8).
@@ -288,6 +294,10 @@ def _onnxruntime_keeps(spec: GridSampleSpec, node: ir.Node | None = None) -> boo
     channels = _static_channels(node)
     folds = _grid_folds(spec, node)
     if (spec.mode, spec.padding_mode, spec.align_corners) == ("linear", "zeros", 0):
+        if channels is not None and spec.x_dtype == ir.DataType.FLOAT:
+            points = _static_points(node) or 0
+            if any(points >= least and channels <= most for least, most in TILED_FAST_PATH):
+                return False
         return not (folds and channels is not None and channels <= FOLDED_GRID_MAX_CHANNELS)
     if spec.mode != "cubic" or folds:
         return False

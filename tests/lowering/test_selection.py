@@ -118,6 +118,28 @@ def test_onnxruntime_keeps_what_its_kernel_runs_faster(rng, config, channels, dt
 
 
 @pytest.mark.parametrize(
+    ("points", "channels", "dtype", "kept"),
+    [
+        ((256, 255), 1, np.float32, True),  # below 2**16 points the kernel wins...
+        ((256, 256), 1, np.float32, False),  # ...from there one channel lowered in tiles...
+        ((256, 256), 2, np.float32, True),
+        ((720, 727), 4, np.float32, True),  # (just under 2**19)
+        ((720, 729), 4, np.float32, False),  # ...and from 2**19 up to 4
+        ((720, 729), 5, np.float32, True),
+        ((720, 729), 1, np.float64, True),  # (measured in float32)
+        (("h", "w"), 1, np.float32, True),
+    ],
+)
+def test_onnxruntime_lowers_its_fast_path_where_tiles_beat_it(points, channels, dtype, kept):
+    """2-D linear, zeros, align_corners=0: kept, but where many points of few channels run
+    faster lowered in tiles (``TILED_FAST_PATH``; measured at 320x320 to 720x1280)."""
+    model = gridsample_model(
+        [1, channels, 8, 8], [1, *points, 2], "linear", "zeros", 0, x_dtype=dtype, grid_dtype=dtype
+    )
+    assert (_kept(lower(model, target="onnxruntime")) == ["Y"]) is kept
+
+
+@pytest.mark.parametrize(
     ("points", "channels", "kept"),
     [
         ((64, 64), 1, True),  # the kernel wins with one channel...
