@@ -476,8 +476,13 @@ def lower_attention(
     index is into every level's planes, zeros padding reading a ring around each level.
     """
     em = _Levels(builder, attention.name, attention, target)
+    taps = len(KERNELS[attention.spec.mode].offsets) ** 2
+    per_query = em.level_points and len(em.levels) * em.level_points * taps
+    tiles = costs.attention_tiles(_dim(em.grids[0], 0), _dim(em.grids[0], 1), per_query, target)
     if _fenced(em):  # symbolic sizes: in a branch kept in float32
         y = em.fenced(lambda body: _attention_samples(body, attention, kept=True))
+    elif tiles > 1:  # the queries in tiles, each tile's taps cached between ops
+        y = _in_query_tiles(em, attention, tiles)
     else:
         y = _attention_samples(em, attention)
     if attention.keepdims:
@@ -489,6 +494,35 @@ def lower_attention(
         stack_shape = em.shape([n, c, queries, levels, points])
         replaced.update({value: stack_shape for value in attention.shapes})
     return replaced
+
+
+def _in_query_tiles(em: _Levels, attention: DeformableAttention, tiles: int) -> ir.Value:
+    """``(N, C, Q)`` from ``tiles`` slices of the static queries, each lowered as one unit.
+
+    Each tile reads every level's grid and the attention weights of its queries alone; the
+    values (and a channels-last copy of them, which onnxruntime computes once) are shared.
+    """
+    queries = _dim(em.grids[0], 1)
+    cuts = [queries * k // tiles for k in range(tiles + 1)]
+    outputs = []
+    for start, end in zip(cuts, cuts[1:], strict=False):
+        bounds = em.const([start], INT64), em.const([end], INT64)
+        grids = [_query_slice(em, grid, 1, bounds, end - start) for grid in em.grids]
+        weights = _query_slice(em, attention.weights, 2, bounds, end - start)
+        tile = em.with_grid(grids[0])
+        tile.grids = grids
+        outputs.append(_attention_samples(tile, dataclasses.replace(attention, weights=weights)))
+    return em.Concat(*outputs, axis=2)
+
+
+def _query_slice(em: _Levels, value: ir.Value, axis: int, bounds, length: int) -> ir.Value:
+    """``value``'s queries ``bounds`` (on ``axis``), typed with its static sizes."""
+    part = em.Slice(value, *bounds, em.const([axis], INT64))
+    part.dtype = value.dtype
+    if value.shape is not None:
+        dims = [d if isinstance(d, int) else None for d in value.shape]
+        part.shape = ir.Shape([*dims[:axis], length, *dims[axis + 1 :]])
+    return part
 
 
 def _attention_samples(em: _Levels, attention: DeformableAttention, kept: bool = False) -> ir.Value:

@@ -73,6 +73,11 @@ ATTENTION_MIN_HEAD_CHANNELS = 32
 # decoder (5.1) 1.14 / 1.29; 640x640 encoder (64) 1.51 / 1.85, Mask2Former (63) 1.22 / 1.89,
 # decoders of 300 queries (2.3) 1.63 / 1.22 and 1.63 / 1.33: from this many taps a value.
 ATTENTION_PLANES_MIN_TAPS_PER_VALUE = 4
+# One unit's queries in tiles (``attention_tiles``) of about this many gathered rows (samples x
+# queries x taps a query), on targets that run each op over its whole tensor (onnxruntime):
+# Mask2Former's 640x640 pixel decoder (8 samples, 48 taps a query), time per query by the
+# queries a model holds: 8400 20.5 us, 2100 20.9, 1050 18.7, 525 14.9, 256 13.1, 128 16.0.
+ATTENTION_TILE_ROWS = 2**17
 # Linear samples read by the target's own kernel (MNN, ncnn) are normalized again for it, which
 # moves them by about L * 2**-24 pixels: up to this size of every sampled axis their error stays
 # within float32's tolerance (random unit data, grid in [-1.1, 1.1], 64x64 points, against
@@ -252,6 +257,19 @@ def attention_pays(head_channels: int | None, target: Target) -> bool:
     if target.attention_planes:
         return False
     return head_channels is not None and head_channels >= ATTENTION_MIN_HEAD_CHANNELS
+
+
+def attention_tiles(batch: int | None, queries: int | None, per_query: int, target: Target) -> int:
+    """How many tiles of queries one unit is lowered in (1: one piece), static sizes only.
+
+    As ``point_tiles`` for one GridSample: lowered whole, one unit's per-tap indices, weights
+    and gathered rows stream through memory between onnxruntime's ops; tiles of
+    ``ATTENTION_TILE_ROWS`` rows stay cached (at most ``POINT_TILES_MAX``).
+    """
+    if not target.point_tiles or batch is None or queries is None:
+        return 1
+    rows = batch * queries * per_query
+    return max(1, min(POINT_TILES_MAX, rows // ATTENTION_TILE_ROWS, queries))
 
 
 def attention_planes_pay(taps: int, values: int) -> bool:

@@ -20,6 +20,7 @@ from test_passes import INVENTORY
 from gridsample_lower import lower
 from gridsample_lower.check.oracle import Oracle
 from gridsample_lower.check.tolerances import tolerance
+from gridsample_lower.lowering import costs
 from gridsample_lower.lowering.options import LoweringOptions
 from gridsample_lower.lowering.passes import LowerGridSamplePass
 from gridsample_lower.models import deformable_attention_model
@@ -355,3 +356,27 @@ def test_the_onnxruntime_target_fuses_what_it_keeps_where_heads_have_32_channels
     skipped, attentions = _by_default(model, target="onnxruntime", skip=["sample1"])
     assert attentions == {}
     assert [n.op_type for n in skipped.graph.node].count("GridSample") == len(LEVELS)
+
+
+@pytest.mark.parametrize("heads", [0, HEADS])  # the levels as inputs, or split from one value
+@pytest.mark.parametrize("mode,padding", [("linear", "zeros"), ("cubic", "border")])
+def test_the_queries_in_tiles_are_the_original(mode, padding, heads, monkeypatch):
+    """Static queries lowered as one unit in tiles (``costs.attention_tiles``): tiles of 200
+    gathered rows here, so linear's 864 rows (2 samples x 12 queries x 36 taps) make 4 tiles of
+    3 queries, cubic's 3456 one tile a query; each reads its own grids and weights."""
+    monkeypatch.setattr(costs, "ATTENTION_TILE_ROWS", 200)
+    model = deformable_attention_model(
+        LEVELS, BATCH, CHANNELS, QUERIES, POINTS, mode, padding, heads=heads
+    )
+    candidate, attentions = fused(model)
+    assert attentions
+    ops = [n.op_type for n in candidate.graph.node]
+    tiles = min(
+        QUERIES, BATCH * QUERIES * len(LEVELS) * POINTS * {"linear": 4, "cubic": 16}[mode] // 200
+    )
+    assert "GridSample" not in ops and ops.count("MatMul") == tiles == (
+        4 if mode == "linear" else 12
+    )
+    for seed, far in ((0, False), (1, True)):
+        values = feeds_from_values(model, seed) if heads else feeds(model, seed=seed, far=far)
+        assert_close(ort_outputs(candidate, values)[0], truth(model, values), np.float32, mode)

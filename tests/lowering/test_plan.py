@@ -425,6 +425,7 @@ TABLE = [
     # heads of 16 and 32 channels, either side of it
     # ATTENTION_PLANES_MIN_TAPS_PER_VALUE = 4 neither: test_attention.py runs queries either
     # side of it
+    # ATTENTION_TILE_ROWS = 2**17 neither: test_attention.py runs one unit in tiles of fewer
     # refusals: the largest index of the chosen gather
     (
         "webnn too large",
