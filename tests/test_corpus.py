@@ -36,6 +36,7 @@ import onnxruntime as ort
 import pytest
 
 from gridsample_lower import UnsupportedGridSample, lower, verify
+from gridsample_lower.lowering import costs
 from gridsample_lower.lowering.passes import LowerGridSamplePass
 from gridsample_lower.lowering.targets import TARGETS, Target
 from gridsample_lower.runtime import onnxruntime_runner
@@ -410,3 +411,28 @@ def _assert_errs_as_native_by_default(name, original, lowered):
             native_error = float(np.max(np.abs(native - output)))
             error = float(np.max(np.abs(got - output)))
             assert error <= 2 * native_error + 1e-3, (name, reshaped, error, native_error)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_tiles_run_at_the_corpus_sizes_and_give_pytorchs_outputs(name, monkeypatch):
+    """The onnxruntime target with tiles of a few points and queries (``costs.point_tiles``,
+    ``costs.attention_tiles``), as it cuts a deployment-size model, at the corpus' own sizes:
+    checked, and PyTorch's outputs (a Deformable DETR export whose attention weights carry no
+    type once failed to serialize so)."""
+    for least in ("POINT_TILES_FROM", "CUBIC_TILES_FROM", "NEAREST_TILES_FROM"):
+        monkeypatch.setattr(costs, least, 64)
+    for tile in ("POINT_TILE", "CUBIC_POINT_TILE", "NEAREST_POINT_TILE"):
+        monkeypatch.setattr(costs, tile, 32)
+    monkeypatch.setattr(costs, "TILE_MIN_SAMPLE_POINTS", 8)
+    monkeypatch.setattr(costs, "ATTENTION_TILE_ROWS", 2**11)
+    lowered = lower(_original(name), target="onnxruntime", lower_all=True)
+    assert "Slice" in {n.op_type for n in lowered.graph.node} | {
+        inner.op_type
+        for node in lowered.graph.node
+        for attribute in node.attribute
+        for inner in attribute.g.node
+    }
+    report = verify(_original(name), lowered, samples=1)
+    assert report.ok, report.table()
+    inputs, _ = _arrays(name)
+    _assert_matches(name, _run_ort(lowered, inputs), "onnxruntime target in tiles, onnxruntime")

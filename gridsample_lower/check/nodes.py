@@ -63,6 +63,8 @@ class NodeProbe:
     # The region picks its form by X's size at run time (an If: ``Plan.small_x``): the fewest
     # values a channel of X holds for masked taps, else the ring; 0: one form.
     switch_at: int = 0
+    # ... or by the grid's points a sample (``Plan.tiles_from``): the fewest for its tiles.
+    tiles_at: int = 0
     notes: list[str] = dataclasses.field(default_factory=list)  # where an oracle fell back
     _oracles: dict[bool, Oracle] = dataclasses.field(default_factory=dict)  # by native
     _region_runner: Runner | None = None
@@ -231,31 +233,55 @@ def _probe(check, site: Site, node: onnx.NodeProto, reference, candidate, region
         (x_type, grid_type),
         kept_native,
     )
-    probe.switch_at = _switch_at(nodes)
+    switches = _switches(nodes)
+    probe.switch_at, probe.tiles_at = switches.get(x.name, 0), switches.get(grid.name, 0)
     return probe
 
 
-def _switch_at(nodes: list[onnx.NodeProto]) -> int:
-    """The size of X's channel from which the region's If takes its first branch; 0: no If.
+def _switches(nodes: list[onnx.NodeProto]) -> dict[str, int]:
+    """From which size each of the region's Ifs takes its first branch, by the input it sizes.
 
-    Read from the region itself, ``If(GreaterOrEqual(size, Constant))``
-    (``registry.decompose``), or from the body of the Loop it may run in (``plan.fenced``):
-    the check runs the switch the candidate has.
+    ``If(GreaterOrEqual(size, Constant))``: X's values a channel (``registry.decompose``'s
+    masked taps) or the grid's points a sample (``point_tiles``), the size read by a Shape of
+    X or of the grid; in the region, its Ifs' branches, or the body of the Loop it may run in
+    (``plan.fenced``). The check runs every form the candidate has.
     """
-    for node in nodes:
-        bodies = [a.g for a in node.attribute if node.op_type == "Loop" and a.name == "body"]
-        inner = max((_switch_at(list(body.node)) for body in bodies), default=0)
-        if inner:
-            return inner
-    made = {output: node for node in nodes for output in node.output}
-    for node in nodes:
+    every = [node for graph in _graphs_of(nodes) for node in graph]
+    made = {output: node for node in every for output in node.output}
+    switches: dict[str, int] = {}
+    for node in every:
         condition = made.get(node.input[0]) if node.op_type == "If" else None
         if condition is None or condition.op_type != "GreaterOrEqual":
             continue
-        bound = made.get(condition.input[1])
-        if bound is not None and bound.op_type == "Constant":
-            return int(numpy_helper.to_array(bound.attribute[0].t))
-    return 0
+        bound, sized = made.get(condition.input[1]), _sized(condition.input[0], made)
+        if bound is not None and bound.op_type == "Constant" and sized is not None:
+            value = int(numpy_helper.to_array(bound.attribute[0].t).reshape(-1)[0])
+            switches.setdefault(sized, value)
+    return switches
+
+
+def _graphs_of(nodes: list[onnx.NodeProto]):
+    """``nodes``, then the nodes of their subgraphs at any depth."""
+    yield nodes
+    for node in nodes:
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                yield from _graphs_of(list(attribute.g.node))
+
+
+def _sized(value: str, made: dict[str, onnx.NodeProto]) -> str | None:
+    """The input whose Shape ``value`` is computed from, or None."""
+    seen, stack = set(), [value]
+    while stack:
+        name = stack.pop()
+        node = made.get(name)
+        if node is None or name in seen:
+            continue
+        seen.add(name)
+        if node.op_type == "Shape":
+            return node.input[0]
+        stack.extend(node.input)
+    return None
 
 
 def _shape(value: ir.Value) -> tuple | None:

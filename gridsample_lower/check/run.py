@@ -249,6 +249,8 @@ class Run:
         (masked taps), up to ``OTHER_FORM_MAX_VALUES``.
         """
         x = np.asarray(x)
+        if probe.tiles_at:
+            self._other_tiling(probe, x, np.asarray(grid))
         if not probe.switch_at or x.size == 0:
             return
         rank, spatial = probe.spec.rank, math.prod(x.shape[2:])
@@ -267,6 +269,27 @@ class Run:
                 probe.notes.append(note)
             return
         self._probe(probe, np.tile(x, (1, 1, *[factor] * rank)), grid)
+
+    def _other_tiling(self, probe: NodeProbe, x: np.ndarray, grid: np.ndarray) -> None:
+        """Run the points' other form (``point_tiles``).
+
+        The grid cut to one point a sample, or tiled along its first point axis up to the
+        points that take the tiles.
+        """
+        rank, points = probe.spec.rank, math.prod(grid.shape[1:-1])
+        if points >= probe.tiles_at:
+            self._probe(probe, x, grid[(slice(None), *[slice(0, 1)] * rank)])
+            return
+        repeats = math.ceil(probe.tiles_at / max(points, 1))
+        if grid.size * repeats > OTHER_FORM_MAX_VALUES or points == 0:
+            note = (
+                f"GridSample {probe.check.name!r}: its tiles for {probe.tiles_at}+ points a "
+                "sample were not run: the grid tiled that far is too large"
+            )
+            if note not in probe.notes:
+                probe.notes.append(note)
+            return
+        self._probe(probe, x, np.tile(grid, (1, repeats, *[1] * rank)))
 
     def _as_whole(self, probe: NodeProbe, compared: dict | str, x) -> None:
         """A node that is the whole model: its check is the output's, at the node's bound."""

@@ -518,8 +518,8 @@ def _in_query_tiles(em: _Levels, attention: DeformableAttention, tiles: int) -> 
 def _query_slice(em: _Levels, value: ir.Value, axis: int, bounds, length: int) -> ir.Value:
     """``value``'s queries ``bounds`` (on ``axis``), typed with its static sizes."""
     part = em.Slice(value, *bounds, em.const([axis], INT64))
-    part.dtype = value.dtype
-    if value.shape is not None:
+    if value.dtype is not None and value.shape is not None:  # (an exporter may give neither)
+        part.dtype = value.dtype
         dims = [d if isinstance(d, int) else None for d in value.shape]
         part.shape = ir.Shape([*dims[:axis], length, *dims[axis + 1 :]])
     return part

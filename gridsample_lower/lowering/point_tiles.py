@@ -52,8 +52,8 @@ def _tiled(em: Emitter, tiles: int, plan: Plan, piece: Piece) -> ir.Value:
     outputs = []
     for start, end, length in _bounds(flat, flat.points, tiles):
         tile = flat.Slice(flat.grid, start, end, flat.const([axis], INT64))
-        tile.dtype = flat.grid.dtype
-        if flat.grid.shape is not None:
+        if flat.grid.dtype is not None and flat.grid.shape is not None:
+            tile.dtype = flat.grid.dtype
             dims = list(flat.grid.shape)
             dims[axis] = length
             tile.shape = ir.Shape([d if isinstance(d, int) else None for d in dims])

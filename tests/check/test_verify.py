@@ -34,6 +34,7 @@ from gridsample_lower.check import (
 from gridsample_lower.check.inputs import InputPlan
 from gridsample_lower.check.report import compare
 from gridsample_lower.check.tolerances import tolerance
+from gridsample_lower.lowering import costs
 from gridsample_lower.lowering.inventory import find_gridsamples
 
 FLOAT32_LINEAR = tolerance(np.float32, "linear")  # (atol, rtol) the verifier takes
@@ -634,6 +635,25 @@ def test_a_region_that_picks_its_form_at_run_time_is_checked_in_both(branch):
     model.graph.initializer.append(onnx.numpy_helper.from_array(np.eye(7, dtype=np.float32), "I"))
     model.graph.node.append(helper.make_node("MatMul", ["Y", "I"], ["Z"]))  # (no float32 tail)
     model.graph.output[0].name = "Z"
+    lowered = lower(model, target="onnxruntime", lower_all=True)
+    assert verify(model, lowered, samples=1).ok
+    (choice,) = [node for node in lowered.graph.node if node.op_type == "If"]
+    body = next(a.g for a in choice.attribute if a.name == branch)
+    output = body.output[0].name
+    body.node.append(helper.make_node("Mul", [output, output], [output + "_squared"]))
+    body.output[0].name = output + "_squared"
+    report = verify(model, lowered, samples=1)
+    assert not report.ok and not report.nodes[0].ok, report.table()
+
+
+@pytest.mark.parametrize("branch", ["then_branch", "else_branch"])
+def test_points_in_tiles_are_checked_in_both_forms(branch, monkeypatch):
+    """Symbolic points: the onnxruntime target's If takes tiles or one piece by the grid's
+    points (``Plan.tiles_from``, 64 here). The check also runs the form the drawn grid did not
+    take (its points tiled up to 64, or cut to one), so a fault in either branch is found."""
+    for least in ("POINT_TILES_FROM", "CUBIC_TILES_FROM", "NEAREST_TILES_FROM"):
+        monkeypatch.setattr(costs, least, 64)
+    model = gridsample_model(["N", 3, "H", "W"], ["N", "h", "w", 2], "linear", "border", 0)
     lowered = lower(model, target="onnxruntime", lower_all=True)
     assert verify(model, lowered, samples=1).ok
     (choice,) = [node for node in lowered.graph.node if node.op_type == "If"]
