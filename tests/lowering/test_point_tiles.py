@@ -13,6 +13,7 @@ import pathlib
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import pytest
 from conftest import assert_close, make_grid, oracle, run_ort, spec_model
 from onnxscript import rewriter
@@ -135,3 +136,25 @@ def test_the_torchscript_stn_runs_its_tiles_at_a_deployment_size(height, width, 
     expected, actual = run_ort(model, feeds), run_ort(lowered, feeds)
     assert (height * width >= costs.POINT_TILES_FROM) == tiled
     assert_close(actual, expected, "linear")
+
+
+@pytest.mark.parametrize(
+    ("x_dtype", "grid_dtype"),
+    [
+        (np.float16, np.float16),
+        (np.float64, np.float64),
+        (np.float32, np.float64),
+        (np.int32, np.float32),
+    ],
+)
+@pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
+def test_tiles_keep_every_type(mode, x_dtype, grid_dtype, rng):
+    """float16, double and integer X, a grid of another type: each tile computes as the node."""
+    types = {t: ir.DataType.from_numpy(np.dtype(t)) for t in (x_dtype, grid_dtype)}
+    spec = GridSampleSpec(2, mode, "border", 1, types[x_dtype], types[grid_dtype])
+    x = (rng.standard_normal((2, 3, 6, 7)) * 20).astype(x_dtype)
+    grid = make_grid(rng, (2, 3, 4, 2), dtype=grid_dtype)
+    rule = GridSampleLowering.rule(target="onnxruntime", planner=_tiled(5))
+    lowered = rewriter.rewrite(spec_model(spec, x, grid), [rule])
+    assert _op_types(lowered).count("Slice") == 5
+    assert_close(run_ort(lowered, {"X": x, "grid": grid}), oracle(spec, x, grid), mode)
