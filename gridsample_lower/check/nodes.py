@@ -22,11 +22,12 @@ import re
 import numpy as np
 import onnx
 import onnx_ir as ir
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from gridsample_lower.check.oracle import Oracle, Runner, candidate_runner
 from gridsample_lower.check.regions import AttentionProbe, probe_attentions
 from gridsample_lower.check.report import NodeCheck, compare
+from gridsample_lower.check.switches import switches
 from gridsample_lower.graphs import graphs
 from gridsample_lower.lowering.inventory import Site
 from gridsample_lower.runtime import onnxruntime_runs
@@ -233,55 +234,9 @@ def _probe(check, site: Site, node: onnx.NodeProto, reference, candidate, region
         (x_type, grid_type),
         kept_native,
     )
-    switches = _switches(nodes)
-    probe.switch_at, probe.tiles_at = switches.get(x.name, 0), switches.get(grid.name, 0)
+    found = switches(nodes)
+    probe.switch_at, probe.tiles_at = found.get(x.name, 0), found.get(grid.name, 0)
     return probe
-
-
-def _switches(nodes: list[onnx.NodeProto]) -> dict[str, int]:
-    """From which size each of the region's Ifs takes its first branch, by the input it sizes.
-
-    ``If(GreaterOrEqual(size, Constant))``: X's values a channel (``registry.decompose``'s
-    masked taps) or the grid's points a sample (``point_tiles``), the size read by a Shape of
-    X or of the grid; in the region, its Ifs' branches, or the body of the Loop it may run in
-    (``plan.fenced``). The check runs every form the candidate has.
-    """
-    every = [node for graph in _graphs_of(nodes) for node in graph]
-    made = {output: node for node in every for output in node.output}
-    switches: dict[str, int] = {}
-    for node in every:
-        condition = made.get(node.input[0]) if node.op_type == "If" else None
-        if condition is None or condition.op_type != "GreaterOrEqual":
-            continue
-        bound, sized = made.get(condition.input[1]), _sized(condition.input[0], made)
-        if bound is not None and bound.op_type == "Constant" and sized is not None:
-            value = int(numpy_helper.to_array(bound.attribute[0].t).reshape(-1)[0])
-            switches.setdefault(sized, value)
-    return switches
-
-
-def _graphs_of(nodes: list[onnx.NodeProto]):
-    """``nodes``, then the nodes of their subgraphs at any depth."""
-    yield nodes
-    for node in nodes:
-        for attribute in node.attribute:
-            if attribute.type == onnx.AttributeProto.GRAPH:
-                yield from _graphs_of(list(attribute.g.node))
-
-
-def _sized(value: str, made: dict[str, onnx.NodeProto]) -> str | None:
-    """The input whose Shape ``value`` is computed from, or None."""
-    seen, stack = set(), [value]
-    while stack:
-        name = stack.pop()
-        node = made.get(name)
-        if node is None or name in seen:
-            continue
-        seen.add(name)
-        if node.op_type == "Shape":
-            return node.input[0]
-        stack.extend(node.input)
-    return None
 
 
 def _shape(value: ir.Value) -> tuple | None:

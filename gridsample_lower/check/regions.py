@@ -18,6 +18,7 @@ from onnx import helper
 
 from gridsample_lower.check.oracle import Oracle, Runner, candidate_runner
 from gridsample_lower.check.report import NodeCheck, compare
+from gridsample_lower.check.switches import OTHER_FORM_MAX_VALUES, switches
 from gridsample_lower.lowering.attention import DeformableAttention, find_attentions
 from gridsample_lower.lowering.inventory import Site
 from gridsample_lower.runtime import onnxruntime_runs
@@ -40,13 +41,46 @@ class AttentionProbe:
     x_dtype: np.dtype  # the samples' type: its tolerance
     synthetic: bool = False  # (never: an attention in a subgraph is not isolated)
     whole: bool = False
+    # Its inputs' query axes (the grids', the weights'), and from how many queries the region
+    # takes its tiles (an If: ``costs.attention_tiles``; 0: one form).
+    query_axes: dict[str, int] = dataclasses.field(default_factory=dict)
+    tiles_at: int = 0
     notes: list[str] = dataclasses.field(default_factory=list)
     _oracles: dict[bool, Oracle] = dataclasses.field(default_factory=dict)
     _region_runner: Runner | None = None
 
     def run_on(self, values: dict[str, np.ndarray], atol: float, rtol: float) -> None:
-        """Run both on the values the reference saw; fold the comparison into ``check``."""
+        """Run both on the values the reference saw; fold the comparison into ``check``.
+
+        Where the region picks tiles of queries by their count, the other form runs too: the
+        queries cut to one, or repeated up to the count that takes the tiles.
+        """
         feeds = {name: np.asarray(values[name]) for name in self.inputs}
+        self._compare(feeds, atol, rtol)
+        if self.tiles_at and not self.check.problem:
+            other = self._other_queries(feeds)
+            if other is not None:
+                self._compare(other, atol, rtol)
+
+    def _other_queries(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray] | None:
+        name, axis = next(iter(self.query_axes.items()))
+        queries = feeds[name].shape[axis]
+        if queries >= self.tiles_at:
+            cut = {n: np.take(feeds[n], [0], axis=a) for n, a in self.query_axes.items()}
+            return feeds | cut
+        repeats = -(-self.tiles_at // max(queries, 1))
+        grown = sum(feeds[n].size for n in self.query_axes) * repeats
+        if queries == 0 or grown > OTHER_FORM_MAX_VALUES:
+            note = f"its tiles for {self.tiles_at}+ queries were not run: too many values"
+            if note not in self.notes:
+                self.notes.append(note)
+            return None
+        tiled = {
+            n: np.concatenate([feeds[n]] * repeats, axis=a) for n, a in self.query_axes.items()
+        }
+        return feeds | tiled
+
+    def _compare(self, feeds: dict[str, np.ndarray], atol: float, rtol: float) -> None:
         finite = all(np.isfinite(v.astype(np.float64)).all() for v in feeds.values())
         native = self.native and finite
         if native not in self._oracles:
@@ -133,7 +167,7 @@ def _probe(check, attention: DeformableAttention, members, reference, region, in
     produced = {o for n in region for o in n.output}
     if output not in produced:
         return "its region in the candidate does not produce its output"
-    needed = {i for n in region for i in n.input if i and i not in produced}
+    needed = _outer_reads(region)
     inputs = sorted(needed - set(initializers))
     foreign = [name for name in inputs if name not in types]
     if foreign:
@@ -149,7 +183,34 @@ def _probe(check, attention: DeformableAttention, members, reference, region, in
     native = onnxruntime_runs(attention.spec) and all(site.spelling_ok for site in members)
     x_dtype = np.dtype(x_type.numpy())
     mode = attention.spec.mode
-    return AttentionProbe(check, inputs, subgraph, region_model, native, types, mode, x_dtype)
+    probe = AttentionProbe(check, inputs, subgraph, region_model, native, types, mode, x_dtype)
+    grids = [s.inputs[1].name for s in attention.samplers]
+    probe.query_axes = {**dict.fromkeys(grids, 1), attention.weights.name: 2}
+    probe.tiles_at = switches(region).get(grids[0], 0)
+    return probe
+
+
+def _outer_reads(nodes: list[onnx.NodeProto]) -> set[str]:
+    """What ``nodes`` read from outside them, their subgraphs' reads of outer scopes included.
+
+    (A region's If or Loop reads the values its branches or body use without naming them.)
+    """
+    made: set[str] = set()
+    read: set[str] = set()
+
+    def walk(inner: list[onnx.NodeProto], own: list[str]) -> None:
+        made.update(own)
+        for node in inner:
+            made.update(node.output)
+            read.update(name for name in node.input if name)
+            for attribute in node.attribute:
+                if attribute.type == onnx.AttributeProto.GRAPH:
+                    graph = attribute.g
+                    names = [v.name for v in graph.input] + [t.name for t in graph.initializer]
+                    walk(list(graph.node), names)
+
+    walk(nodes, [])
+    return read - made
 
 
 def _closure(graph: onnx.GraphProto, output: str, inputs: set[str]):

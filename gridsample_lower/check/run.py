@@ -22,12 +22,11 @@ from gridsample_lower.check.oracle import Oracle, Runner, candidate_runner
 from gridsample_lower.check.regions import AttentionProbe
 from gridsample_lower.check.report import OutputCheck, compare
 from gridsample_lower.check.spread import perturbed, spread
+from gridsample_lower.check.switches import OTHER_FORM_MAX_VALUES
 from gridsample_lower.check.tolerances import SPREAD_FACTOR
 from gridsample_lower.lowering.inventory import Site, find_gridsamples
 from gridsample_lower.runtime import onnxruntime_runs
 from gridsample_lower.text import one_line
-
-OTHER_FORM_MAX_VALUES = 2**24  # an X tiled to take a region's other form, at most
 
 __all__ = ["Progress", "Run"]
 

@@ -31,6 +31,7 @@ from gridsample_lower.lowering.emitter import ALL_AXES, Emitter
 from gridsample_lower.lowering.flat_index import where_inside
 from gridsample_lower.lowering.inventory import Site
 from gridsample_lower.lowering.plan import choose_fenced, choose_merged, grid_origin
+from gridsample_lower.lowering.point_tiles import least_for, tile_bounds
 from gridsample_lower.lowering.sampling import (
     BF16_EXACT,
     InterleavedTaps,
@@ -478,9 +479,18 @@ def lower_attention(
     em = _Levels(builder, attention.name, attention, target)
     taps = len(KERNELS[attention.spec.mode].offsets) ** 2
     per_query = em.level_points and len(em.levels) * em.level_points * taps
-    tiles = costs.attention_tiles(_dim(em.grids[0], 0), _dim(em.grids[0], 1), per_query, target)
+    tiles, tiles_from = costs.attention_tiles(
+        _dim(em.grids[0], 0), _dim(em.grids[0], 1), per_query, target
+    )
     if _fenced(em):  # symbolic sizes: in a branch kept in float32
         y = em.fenced(lambda body: _attention_samples(body, attention, kept=True))
+    elif tiles > 1 and tiles_from:  # symbolic queries: tiles where there are enough (an If)
+        queries = em.extent(em.grids[0], 1)
+        y = em.if_else(
+            em.GreaterOrEqual(queries, em.const([least_for(tiles, tiles_from)], INT64)),
+            lambda branch: _in_query_tiles(branch, attention, tiles),
+            lambda branch: _attention_samples(branch, attention),
+        )
     elif tiles > 1:  # the queries in tiles, each tile's taps cached between ops
         y = _in_query_tiles(em, attention, tiles)
     else:
@@ -497,25 +507,23 @@ def lower_attention(
 
 
 def _in_query_tiles(em: _Levels, attention: DeformableAttention, tiles: int) -> ir.Value:
-    """``(N, C, Q)`` from ``tiles`` slices of the static queries, each lowered as one unit.
+    """``(N, C, Q)`` from ``tiles`` slices of the queries, each lowered as one unit.
 
     Each tile reads every level's grid and the attention weights of its queries alone; the
     values (and a channels-last copy of them, which onnxruntime computes once) are shared.
     """
-    queries = _dim(em.grids[0], 1)
-    cuts = [queries * k // tiles for k in range(tiles + 1)]
     outputs = []
-    for start, end in zip(cuts, cuts[1:], strict=False):
-        bounds = em.const([start], INT64), em.const([end], INT64)
-        grids = [_query_slice(em, grid, 1, bounds, end - start) for grid in em.grids]
-        weights = _query_slice(em, attention.weights, 2, bounds, end - start)
+    for start, end, length in tile_bounds(em, em.extent(em.grids[0], 1), tiles):
+        bounds = start, end
+        grids = [_query_slice(em, grid, 1, bounds, length) for grid in em.grids]
+        weights = _query_slice(em, attention.weights, 2, bounds, length)
         tile = em.with_grid(grids[0])
         tile.grids = grids
         outputs.append(_attention_samples(tile, dataclasses.replace(attention, weights=weights)))
     return em.Concat(*outputs, axis=2)
 
 
-def _query_slice(em: _Levels, value: ir.Value, axis: int, bounds, length: int) -> ir.Value:
+def _query_slice(em: _Levels, value: ir.Value, axis: int, bounds, length: int | None) -> ir.Value:
     """``value``'s queries ``bounds`` (on ``axis``), typed with its static sizes."""
     part = em.Slice(value, *bounds, em.const([axis], INT64))
     if value.dtype is not None and value.shape is not None:  # (an exporter may give neither)

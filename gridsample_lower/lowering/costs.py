@@ -259,17 +259,26 @@ def attention_pays(head_channels: int | None, target: Target) -> bool:
     return head_channels is not None and head_channels >= ATTENTION_MIN_HEAD_CHANNELS
 
 
-def attention_tiles(batch: int | None, queries: int | None, per_query: int, target: Target) -> int:
-    """How many tiles of queries one unit is lowered in (1: one piece), static sizes only.
+def attention_tiles(
+    batch: int | None, queries: int | None, per_query: int | None, target: Target
+) -> tuple[int, int]:
+    """``(tiles, tiles_from)``: how many tiles of queries one unit is lowered in (1: one piece).
 
     As ``point_tiles`` for one GridSample: lowered whole, one unit's per-tap indices, weights
     and gathered rows stream through memory between onnxruntime's ops; tiles of
-    ``ATTENTION_TILE_ROWS`` rows stay cached (at most ``POINT_TILES_MAX``).
+    ``ATTENTION_TILE_ROWS`` rows stay cached (at most ``POINT_TILES_MAX``). A symbolic count
+    of queries takes ``SYMBOLIC_POINT_TILES`` behind an If, from the queries that make two
+    tiles' rows (an unknown batch counted as 1); ``tiles_from`` 0: static queries.
     """
-    if not target.point_tiles or batch is None or queries is None:
-        return 1
+    if not target.point_tiles or per_query is None:
+        return 1, 0
+    if queries is None:
+        least = math.ceil(2 * ATTENTION_TILE_ROWS / ((batch or 1) * per_query))
+        return SYMBOLIC_POINT_TILES, least
+    if batch is None:
+        return 1, 0
     rows = batch * queries * per_query
-    return max(1, min(POINT_TILES_MAX, rows // ATTENTION_TILE_ROWS, queries))
+    return max(1, min(POINT_TILES_MAX, rows // ATTENTION_TILE_ROWS, queries)), 0
 
 
 def attention_planes_pay(taps: int, values: int) -> bool:

@@ -21,7 +21,7 @@ import onnx_ir as ir
 from gridsample_lower.lowering.emitter import Emitter
 from gridsample_lower.lowering.plan import Plan
 
-__all__ = ["in_tiles"]
+__all__ = ["in_tiles", "least_for", "tile_bounds"]
 
 INT64 = ir.DataType.INT64
 # Slice's end for the last tile: past any axis (Slice clamps it to P).
@@ -36,7 +36,7 @@ def in_tiles(em: Emitter, plan: Plan, piece: Piece) -> ir.Value:
     if not plan.tiles_from:
         return _tiled(em, plan.point_tiles, whole, piece)
     tiles = plan.point_tiles  # symbolic P: tiles only where every tile holds points
-    least = max(plan.tiles_from, tiles * (tiles - 1) + 1)  # (ceil(P / tiles) x (tiles - 1) < P)
+    least = least_for(tiles, plan.tiles_from)
     return em.if_else(
         em.GreaterOrEqual(em.points, em.const([least], INT64)),
         lambda branch: _tiled(branch, tiles, whole, piece),
@@ -50,7 +50,7 @@ def _tiled(em: Emitter, tiles: int, plan: Plan, piece: Piece) -> ir.Value:
     flat_plan = dataclasses.replace(plan, flat_grid=False)  # (each tile is flat already)
     axis = flat.rank  # the points' axis of (N, 1.., P, r)
     outputs = []
-    for start, end, length in _bounds(flat, flat.points, tiles):
+    for start, end, length in tile_bounds(flat, flat.points, tiles):
         tile = flat.Slice(flat.grid, start, end, flat.const([axis], INT64))
         if flat.grid.dtype is not None and flat.grid.shape is not None:
             tile.dtype = flat.grid.dtype
@@ -62,17 +62,28 @@ def _tiled(em: Emitter, tiles: int, plan: Plan, piece: Piece) -> ir.Value:
     return em.reshape(y, [em.batch, em.channels, *em.output_dims()])
 
 
-def _bounds(flat: Emitter, points: int | ir.Value, tiles: int):
-    """Each tile's (start, end, static length or None): as even as P allows."""
-    if isinstance(points, int):
-        cuts = [points * k // tiles for k in range(tiles + 1)]
+def tile_bounds(em: Emitter, length: int | ir.Value, tiles: int):
+    """Each tile's (start, end, static length or None) of an axis of ``length``: even tiles.
+
+    A symbolic length is cut in tiles of ``ceil(length / tiles)``, the last one taking the
+    rest: the caller's If makes sure it is not empty (``least_for``).
+    """
+    if isinstance(length, int):
+        cuts = [length * k // tiles for k in range(tiles + 1)]
         for start, end in zip(cuts, cuts[1:], strict=False):
-            yield flat.const([start], INT64), flat.const([end], INT64), end - start
+            yield em.const([start], INT64), em.const([end], INT64), end - start
         return
-    # ceil(P / tiles) a tile; the If before guarantees the last one is not empty
-    step = flat.Div(flat.Add(points, flat.const([tiles - 1], INT64)), flat.const([tiles], INT64))
-    starts = [flat.const([0], INT64)]
-    starts += [flat.Mul(step, flat.const([k], INT64)) for k in range(1, tiles)]
-    ends = [*starts[1:], flat.const([_PAST_ANY_AXIS], INT64)]
+    step = em.Div(em.Add(length, em.const([tiles - 1], INT64)), em.const([tiles], INT64))
+    starts = [em.const([0], INT64)]
+    starts += [em.Mul(step, em.const([k], INT64)) for k in range(1, tiles)]
+    ends = [*starts[1:], em.const([_PAST_ANY_AXIS], INT64)]
     for start, end in zip(starts, ends, strict=True):
         yield start, end, None
+
+
+def least_for(tiles: int, least: int) -> int:
+    """The least symbolic length that takes ``tiles`` tiles: ``least``, and none empty.
+
+    (``ceil(L / tiles) x (tiles - 1) < L`` from ``tiles x (tiles - 1) + 1`` on.)
+    """
+    return max(least, tiles * (tiles - 1) + 1)

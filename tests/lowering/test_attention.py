@@ -17,7 +17,7 @@ from conftest import ort_outputs
 from onnx import helper
 from test_passes import INVENTORY
 
-from gridsample_lower import lower
+from gridsample_lower import lower, verify
 from gridsample_lower.check.oracle import Oracle
 from gridsample_lower.check.tolerances import tolerance
 from gridsample_lower.lowering import costs
@@ -380,3 +380,56 @@ def test_the_queries_in_tiles_are_the_original(mode, padding, heads, monkeypatch
     for seed, far in ((0, False), (1, True)):
         values = feeds_from_values(model, seed) if heads else feeds(model, seed=seed, far=far)
         assert_close(ort_outputs(candidate, values)[0], truth(model, values), np.float32, mode)
+
+
+def _queries_unknown(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` (every size symbolic) with its points static, as TorchScript exports them."""
+    for value in model.graph.input:
+        dims = value.type.tensor_type.shape.dim
+        if value.name.startswith("grid"):
+            dims[2].dim_value = POINTS
+        elif value.name == "weights":
+            dims[3].dim_value = len(LEVELS) * POINTS
+    return model
+
+
+@pytest.mark.parametrize("queries", [12, 13, 20, 41])
+def test_queries_of_unknown_count_take_their_tiles_behind_an_if(queries, monkeypatch):
+    """TorchScript's encoders: the queries' count is symbolic. An If takes 4 tiles here from
+    13 queries (two tiles' rows of 200, 36 taps a query, and none empty), one piece below."""
+    monkeypatch.setattr(costs, "ATTENTION_TILE_ROWS", 200)
+    monkeypatch.setattr(costs, "SYMBOLIC_POINT_TILES", 4)
+    model = _queries_unknown(
+        deformable_attention_model(LEVELS, BATCH, CHANNELS, QUERIES, POINTS, symbolic=True)
+    )
+    candidate, attentions = fused(model)
+    assert attentions and "If" in {n.op_type for n in candidate.graph.node}
+    rng = np.random.default_rng(queries)
+    values = feeds(model)
+    for level in range(len(LEVELS)):
+        values[f"grid{level}"] = rng.uniform(-1.3, 1.3, (BATCH, queries, POINTS, 2)).astype(
+            np.float32
+        )
+    weights = rng.random((BATCH, 1, queries, len(LEVELS) * POINTS))
+    values["weights"] = (weights / weights.sum(-1, keepdims=True)).astype(np.float32)
+    assert_close(ort_outputs(candidate, values)[0], truth(model, values), np.float32, "linear")
+
+
+@pytest.mark.parametrize("branch", ["then_branch", "else_branch"])
+def test_the_check_runs_both_forms_of_an_attention_in_tiles(branch, monkeypatch):
+    """The check runs the fused region on the queries it drew and on the other form's (cut to
+    one query, or repeated past the If's count): a fault in either branch fails it."""
+    monkeypatch.setattr(costs, "ATTENTION_TILE_ROWS", 200)
+    monkeypatch.setattr(costs, "SYMBOLIC_POINT_TILES", 4)
+    model = _queries_unknown(
+        deformable_attention_model(LEVELS, BATCH, CHANNELS, QUERIES, POINTS, symbolic=True)
+    )
+    lowered = lower(model, target="onnxruntime", lower_all=True)
+    assert verify(model, lowered, samples=1).ok
+    (choice,) = [node for node in lowered.graph.node if node.op_type == "If"]
+    body = next(a.g for a in choice.attribute if a.name == branch)
+    output = body.output[0].name
+    body.node.append(helper.make_node("Mul", [output, output], [output + "_squared"]))
+    body.output[0].name = output + "_squared"
+    report = verify(model, lowered, samples=1)
+    assert not report.ok and any(c.members and not c.ok for c in report.nodes), report.table()
