@@ -347,3 +347,15 @@ def sensitive_to_rounding() -> onnx.ModelProto:
         helper.make_node("Mul", ["Y", "scale"], ["scaled"]),
         helper.make_node("Sin", ["scaled"], ["Z"]),
     )
+
+
+def square_if_branch(model: onnx.ModelProto, branch: str) -> None:
+    """Fault ``model``'s one If: its ``branch`` ("then_branch", "else_branch") squares its output.
+
+    A check must find it whichever form its inputs take (the other form is run too).
+    """
+    (choice,) = [node for node in model.graph.node if node.op_type == "If"]
+    body = next(a.g for a in choice.attribute if a.name == branch)
+    output = body.output[0].name
+    body.node.append(helper.make_node("Mul", [output, output], [output + "_squared"]))
+    body.output[0].name = output + "_squared"

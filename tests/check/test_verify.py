@@ -18,6 +18,7 @@ from conftest import (
     make_grid,
     needs_real_sizes,
     run_ort,
+    square_if_branch,
     two_warps,
 )
 from onnx import helper
@@ -654,10 +655,6 @@ def _assert_a_fault_in_either_branch_is_found(model: onnx.ModelProto, branch: st
     must fail the check on the node."""
     lowered = lower(model, target="onnxruntime", lower_all=True)
     assert verify(model, lowered, samples=1).ok
-    (choice,) = [node for node in lowered.graph.node if node.op_type == "If"]
-    body = next(a.g for a in choice.attribute if a.name == branch)
-    output = body.output[0].name
-    body.node.append(helper.make_node("Mul", [output, output], [output + "_squared"]))
-    body.output[0].name = output + "_squared"
+    square_if_branch(lowered, branch)
     report = verify(model, lowered, samples=1)
     assert not report.ok and not report.nodes[0].ok, report.table()

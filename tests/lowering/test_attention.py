@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from conftest import ort_outputs
+from conftest import ort_outputs, square_if_branch
 from onnx import helper
 from test_passes import INVENTORY
 
@@ -426,10 +426,6 @@ def test_the_check_runs_both_forms_of_an_attention_in_tiles(branch, monkeypatch)
     )
     lowered = lower(model, target="onnxruntime", lower_all=True)
     assert verify(model, lowered, samples=1).ok
-    (choice,) = [node for node in lowered.graph.node if node.op_type == "If"]
-    body = next(a.g for a in choice.attribute if a.name == branch)
-    output = body.output[0].name
-    body.node.append(helper.make_node("Mul", [output, output], [output + "_squared"]))
-    body.output[0].name = output + "_squared"
+    square_if_branch(lowered, branch)
     report = verify(model, lowered, samples=1)
     assert not report.ok and any(c.members and not c.ok for c in report.nodes), report.table()
