@@ -18,7 +18,7 @@ from onnx import helper
 
 from gridsample_lower.check.oracle import Oracle, Runner, candidate_runner
 from gridsample_lower.check.report import NodeCheck, compare
-from gridsample_lower.check.switches import OTHER_FORM_MAX_VALUES, switches
+from gridsample_lower.check.switches import repeats_to_switch, switches
 from gridsample_lower.lowering.attention import DeformableAttention, find_attentions
 from gridsample_lower.lowering.inventory import Site
 from gridsample_lower.runtime import onnxruntime_runs
@@ -64,13 +64,12 @@ class AttentionProbe:
 
     def _other_queries(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray] | None:
         name, axis = next(iter(self.query_axes.items()))
-        queries = feeds[name].shape[axis]
-        if queries >= self.tiles_at:
+        values = sum(feeds[n].size for n in self.query_axes)
+        repeats = repeats_to_switch(feeds[name].shape[axis], self.tiles_at, values)
+        if repeats == 0:
             cut = {n: np.take(feeds[n], [0], axis=a) for n, a in self.query_axes.items()}
             return feeds | cut
-        repeats = -(-self.tiles_at // max(queries, 1))
-        grown = sum(feeds[n].size for n in self.query_axes) * repeats
-        if queries == 0 or grown > OTHER_FORM_MAX_VALUES:
+        if repeats is None:
             note = f"its tiles for {self.tiles_at}+ queries were not run: too many values"
             if note not in self.notes:
                 self.notes.append(note)

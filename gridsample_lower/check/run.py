@@ -22,7 +22,7 @@ from gridsample_lower.check.oracle import Oracle, Runner, candidate_runner
 from gridsample_lower.check.regions import AttentionProbe
 from gridsample_lower.check.report import OutputCheck, compare
 from gridsample_lower.check.spread import perturbed, spread
-from gridsample_lower.check.switches import OTHER_FORM_MAX_VALUES
+from gridsample_lower.check.switches import OTHER_FORM_MAX_VALUES, repeats_to_switch
 from gridsample_lower.check.tolerances import SPREAD_FACTOR
 from gridsample_lower.lowering.inventory import Site, find_gridsamples
 from gridsample_lower.runtime import onnxruntime_runs
@@ -275,12 +275,12 @@ class Run:
         The grid cut to one point a sample, or tiled along its first point axis up to the
         points that take the tiles.
         """
-        rank, points = probe.spec.rank, math.prod(grid.shape[1:-1])
-        if points >= probe.tiles_at:
+        rank = probe.spec.rank
+        repeats = repeats_to_switch(math.prod(grid.shape[1:-1]), probe.tiles_at, grid.size)
+        if repeats == 0:
             self._probe(probe, x, grid[(slice(None), *[slice(0, 1)] * rank)])
             return
-        repeats = math.ceil(probe.tiles_at / max(points, 1))
-        if grid.size * repeats > OTHER_FORM_MAX_VALUES or points == 0:
+        if repeats is None:
             note = (
                 f"GridSample {probe.check.name!r}: its tiles for {probe.tiles_at}+ points a "
                 "sample were not run: the grid tiled that far is too large"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import onnx
 from onnx import numpy_helper
 
-__all__ = ["OTHER_FORM_MAX_VALUES", "switches"]
+__all__ = ["OTHER_FORM_MAX_VALUES", "repeats_to_switch", "switches"]
 
 OTHER_FORM_MAX_VALUES = 2**24  # inputs grown to take a region's other form, at most
 
@@ -37,6 +37,19 @@ def switches(nodes: list[onnx.NodeProto]) -> dict[str, int]:
             value = int(numpy_helper.to_array(bound.attribute[0].t).reshape(-1)[0])
             found.setdefault(sized, value)
     return found
+
+
+def repeats_to_switch(size: int, at: int, values: int) -> int | None:
+    """How to run the other form of an If on ``size`` (points, queries) that switches ``at``.
+
+    0: ``size`` takes the tiles already, so cut the inputs to one; else how many times to
+    repeat them to reach ``at``; None where that passes ``OTHER_FORM_MAX_VALUES`` (``values``
+    now) or nothing can be repeated.
+    """
+    if size >= at:
+        return 0
+    repeats = -(-at // max(size, 1))
+    return None if size == 0 or values * repeats > OTHER_FORM_MAX_VALUES else repeats
 
 
 def _graphs_of(nodes: list[onnx.NodeProto]):

@@ -31,7 +31,7 @@ from gridsample_lower.lowering.emitter import ALL_AXES, Emitter
 from gridsample_lower.lowering.flat_index import where_inside
 from gridsample_lower.lowering.inventory import Site
 from gridsample_lower.lowering.plan import choose_fenced, choose_merged, grid_origin
-from gridsample_lower.lowering.point_tiles import least_for, tile_bounds
+from gridsample_lower.lowering.point_tiles import tile_bounds, where_enough
 from gridsample_lower.lowering.sampling import (
     BF16_EXACT,
     InterleavedTaps,
@@ -484,15 +484,15 @@ def lower_attention(
     )
     if _fenced(em):  # symbolic sizes: in a branch kept in float32
         y = em.fenced(lambda body: _attention_samples(body, attention, kept=True))
-    elif tiles > 1 and tiles_from:  # symbolic queries: tiles where there are enough (an If)
-        queries = em.extent(em.grids[0], 1)
-        y = em.if_else(
-            em.GreaterOrEqual(queries, em.const([least_for(tiles, tiles_from)], INT64)),
-            lambda branch: _in_query_tiles(branch, attention, tiles),
-            lambda branch: _attention_samples(branch, attention),
-        )
     elif tiles > 1:  # the queries in tiles, each tile's taps cached between ops
-        y = _in_query_tiles(em, attention, tiles)
+        y = where_enough(
+            em,
+            em.extent(em.grids[0], 1),
+            tiles,
+            tiles_from,
+            lambda view: _in_query_tiles(view, attention, tiles),
+            lambda view: _attention_samples(view, attention),
+        )
     else:
         y = _attention_samples(em, attention)
     if attention.keepdims:
@@ -513,8 +513,7 @@ def _in_query_tiles(em: _Levels, attention: DeformableAttention, tiles: int) -> 
     values (and a channels-last copy of them, which onnxruntime computes once) are shared.
     """
     outputs = []
-    for start, end, length in tile_bounds(em, em.extent(em.grids[0], 1), tiles):
-        bounds = start, end
+    for *bounds, length in tile_bounds(em, em.extent(em.grids[0], 1), tiles):
         grids = [_query_slice(em, grid, 1, bounds, length) for grid in em.grids]
         weights = _query_slice(em, attention.weights, 2, bounds, length)
         tile = em.with_grid(grids[0])

@@ -42,6 +42,7 @@ BY_CHANNEL_INT64_CHANNELS = 4  # ...and up to this many whose indices are int64
 # vs 3.72); not at 8x32x64x64 (5.49 vs 3.88), where the per-tap row gathers cross samples; nor
 # where the channels-last copy of X outweighs the taps (2 S > taps x P: 4096 points of a
 # 32x128x128 X, linear 8.4 vs 5.7 ms, cubic 28 vs 21).
+FUSED_ROWS_MAX_BATCH = 1
 # The points lowered in tiles where onnxruntime streams a lowering's per-point tensors
 # (``point_tiles``): from this many points (N x P), tiles of this many points, at most
 # POINT_TILES_MAX tiles of ~50-150 nodes each...
@@ -52,7 +53,6 @@ NEAREST_TILES_FROM, NEAREST_POINT_TILE = 2**18, 2**15  # ...and for one tap (nea
 POINT_TILES_MAX = 32
 TILE_MIN_SAMPLE_POINTS = 512  # ...and each tile at least this many of every sample's points
 SYMBOLIC_POINT_TILES = 16  # symbolic points: this many tiles (nearest: half), behind an If
-FUSED_ROWS_MAX_BATCH = 1
 SLOT_MAX_RATIO = 4  # a zero slot appended to X pays while X is at most this many times the points
 # Zeros padding of linear and cubic: X padded by a ring of zeros is a copy of X. Where X holds
 # at least this many times the values the taps read, the taps are read unpadded and masked

@@ -21,7 +21,7 @@ import onnx_ir as ir
 from gridsample_lower.lowering.emitter import Emitter
 from gridsample_lower.lowering.plan import Plan
 
-__all__ = ["in_tiles", "least_for", "tile_bounds"]
+__all__ = ["in_tiles", "tile_bounds", "where_enough"]
 
 INT64 = ir.DataType.INT64
 # Slice's end for the last tile: past any axis (Slice clamps it to P).
@@ -32,16 +32,34 @@ Piece = Callable[[Emitter, Plan], ir.Value]  # Y of the view's grid in one piece
 
 def in_tiles(em: Emitter, plan: Plan, piece: Piece) -> ir.Value:
     """Y of ``em``'s node, ``piece(view, plan)`` run on each tile of its points."""
-    whole = dataclasses.replace(plan, point_tiles=1, tiles_from=0)
-    if not plan.tiles_from:
-        return _tiled(em, plan.point_tiles, whole, piece)
-    tiles = plan.point_tiles  # symbolic P: tiles only where every tile holds points
-    least = least_for(tiles, plan.tiles_from)
-    return em.if_else(
-        em.GreaterOrEqual(em.points, em.const([least], INT64)),
-        lambda branch: _tiled(branch, tiles, whole, piece),
-        lambda branch: piece(branch, whole),
+    whole, tiles = dataclasses.replace(plan, point_tiles=1, tiles_from=0), plan.point_tiles
+    return where_enough(
+        em,
+        em.points,
+        tiles,
+        plan.tiles_from,
+        lambda view: _tiled(view, tiles, whole, piece),
+        lambda view: piece(view, whole),
     )
+
+
+def where_enough(
+    em: Emitter,
+    length: int | ir.Value,
+    tiles: int,
+    tiles_from: int,
+    tiled: Callable[[Emitter], ir.Value],
+    whole: Callable[[Emitter], ir.Value],
+) -> ir.Value:
+    """``tiled(em)``, or for a symbolic ``length`` (``tiles_from``) an If between the two.
+
+    The If takes the tiles from ``tiles_from`` on, and only where none of them is empty;
+    ``whole`` below.
+    """
+    if not tiles_from:
+        return tiled(em)
+    least = max(tiles_from, tiles * (tiles - 1) + 1)  # (ceil(L / tiles) x (tiles - 1) < L)
+    return em.if_else(em.GreaterOrEqual(length, em.const([least], INT64)), tiled, whole)
 
 
 def _tiled(em: Emitter, tiles: int, plan: Plan, piece: Piece) -> ir.Value:
@@ -66,7 +84,7 @@ def tile_bounds(em: Emitter, length: int | ir.Value, tiles: int):
     """Each tile's (start, end, static length or None) of an axis of ``length``: even tiles.
 
     A symbolic length is cut in tiles of ``ceil(length / tiles)``, the last one taking the
-    rest: the caller's If makes sure it is not empty (``least_for``).
+    rest: the If of ``where_enough`` makes sure it is not empty.
     """
     if isinstance(length, int):
         cuts = [length * k // tiles for k in range(tiles + 1)]
@@ -79,11 +97,3 @@ def tile_bounds(em: Emitter, length: int | ir.Value, tiles: int):
     ends = [*starts[1:], em.const([_PAST_ANY_AXIS], INT64)]
     for start, end in zip(starts, ends, strict=True):
         yield start, end, None
-
-
-def least_for(tiles: int, least: int) -> int:
-    """The least symbolic length that takes ``tiles`` tiles: ``least``, and none empty.
-
-    (``ceil(L / tiles) x (tiles - 1) < L`` from ``tiles x (tiles - 1) + 1`` on.)
-    """
-    return max(least, tiles * (tiles - 1) + 1)

@@ -18,7 +18,7 @@ import pytest
 from conftest import assert_close, make_grid, oracle, run_ort, spec_model
 from onnxscript import rewriter
 
-from gridsample_lower import lower
+from gridsample_lower import lower, supported_specs
 from gridsample_lower.check.reference import grid_sample
 from gridsample_lower.lowering import costs
 from gridsample_lower.lowering.plan import plan_of
@@ -28,13 +28,10 @@ from gridsample_lower.models import gridsample_model
 from gridsample_lower.spec import GridSampleSpec
 
 CORPUS = pathlib.Path(__file__).parents[2] / "testdata" / "corpus"
-SPECS = [
-    GridSampleSpec(rank, mode, padding, align)
-    for rank in (1, 2, 3)
-    for mode in ("linear", "nearest", "cubic")
-    for padding in ("zeros", "border", "reflection")
-    for align in (0, 1)
-    if not (rank == 3 and mode == "cubic" and padding != "zeros")  # (the reference is slow)
+SPECS = [  # ranks 1-3, every mode, padding and align_corners; 3-D cubic's reference is slow
+    s
+    for s in supported_specs()
+    if not (s.rank == 3 and s.mode == "cubic" and s.padding_mode != "zeros")
 ]
 
 
@@ -134,7 +131,13 @@ def test_the_torchscript_stn_runs_its_tiles_at_a_deployment_size(height, width, 
     assert "GridSample" not in _op_types(lowered)
     feeds = {model.graph.input[0].name: rng.standard_normal((1, 3, height, width), np.float32)}
     expected, actual = run_ort(model, feeds), run_ort(lowered, feeds)
-    assert (height * width >= costs.POINT_TILES_FROM) == tiled
+    (choice,) = [node for node in lowered.graph.node if node.op_type == "If"]
+    then = next(a.g for a in choice.attribute if a.name == "then_branch")
+    assert [n.op_type for n in then.node].count("Slice") == 16
+    (bound,) = [n for n in lowered.graph.node if n.output[0] == choice.input[0]]  # GreaterOrEqual
+    (least,) = [n for n in lowered.graph.node if n.output[0] == bound.input[1]]  # its Constant
+    tiles_from = int(onnx.numpy_helper.to_array(least.attribute[0].t)[0])
+    assert (height * width >= tiles_from) == tiled  # the branch these sizes take
     assert_close(actual, expected, "linear")
 
 
