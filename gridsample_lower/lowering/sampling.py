@@ -82,21 +82,27 @@ def grid_coordinates(em: Emitter, grid: ir.Value, spec: GridSampleSpec) -> list[
 class TapConstants:
     """Shapes per-tap constants of one spatial axis as ``(1, 1.., T, ..1, 1..1)``.
 
-    ``tap_axis`` is the tensor axis that holds that spatial axis' taps.
+    ``tap_axis`` is the tensor axis that holds that spatial axis' taps. ``lead`` and
+    ``points`` (the unit axes before the taps, the point axes after them) default to the
+    emitter's layout.
     """
 
     em: Emitter
     axis: int
     rank: int
     dtype: ir.DataType
+    lead: int | None = None
+    points: int | None = None
 
     @property
     def tap_axis(self) -> int:
-        return 1 + self.em.lead + self.axis
+        return 1 + (self.em.lead if self.lead is None else self.lead) + self.axis
 
     def __call__(self, values: Sequence[float]) -> ir.Value:
         em = self.em
-        return em.const(per_tap(values, self.axis, self.rank, em.point_axes, em.lead), self.dtype)
+        lead = em.lead if self.lead is None else self.lead
+        points = em.point_axes if self.points is None else self.points
+        return em.const(per_tap(values, self.axis, self.rank, points, lead), self.dtype)
 
 
 def interpolate(
