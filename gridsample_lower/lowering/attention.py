@@ -713,7 +713,8 @@ def _gather_planes(em, spec, flat, weights, queries, per_query, ring: int) -> ir
     For runtimes whose Gather of short rows is slow and whose integer ops are (OpenVINO: a
     row of 16 floats 6 ns, a value of a plane 0.5): C values a tap. Zeros padding pads each
     level by a ring (``ring``), which the taps' positions were clamped onto: no masks. The
-    taps' weights multiply the values gathered, and a ReduceSum adds them.
+    taps' weights multiply the values gathered, and a ReduceSum adds them, in tiles of the
+    queries where the values gathered would not stay cached (``costs.plane_tiles``).
     """
     n, c, ct = em.batch, em.channels, compute_dtype(spec)
     pads = em.const([0, 0, ring, ring, 0, 0, ring, ring], INT64)
@@ -724,8 +725,17 @@ def _gather_planes(em, spec, flat, weights, queries, per_query, ring: int) -> ir
     weights = em.reshape(weights, [n, queries, per_query])
     if spec.x_dtype != ct:
         planes = em.Cast(planes, to=ct)
-    values = em.Gather(planes, flat, axis=1)  # (C, N, Q, K)
-    y = em.ReduceSum(em.Mul(values, weights), em.const([-1], INT64), keepdims=0)
+    tiles = costs.plane_tiles(c, n, queries, per_query)
+    parts = [(flat, weights)]
+    if tiles > 1:  # (C, N, Q_t, K) gathered and summed, one tile of the queries at a time
+        axis = em.const([1], INT64)
+        bounds = [b for *b, _ in tile_bounds(em, queries, tiles)]
+        parts = [tuple(em.Slice(v, *b, axis) for v in (flat, weights)) for b in bounds]
+    pieces = [
+        em.ReduceSum(em.Mul(em.Gather(planes, f, axis=1), w), em.const([-1], INT64), keepdims=0)
+        for f, w in parts
+    ]
+    y = em.Concat(*pieces, axis=2) if tiles > 1 else pieces[0]
     return em.Transpose(y, perm=[1, 0, 2])
 
 

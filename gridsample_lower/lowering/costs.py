@@ -78,6 +78,14 @@ ATTENTION_PLANES_MIN_TAPS_PER_VALUE = 4
 # Mask2Former's 640x640 pixel decoder (8 samples, 48 taps a query), time per query by the
 # queries a model holds: 8400 20.5 us, 2100 20.9, 1050 18.7, 525 14.9, 256 13.1, 128 16.0.
 ATTENTION_TILE_ROWS = 2**17
+# One unit's values gathered from planes (OpenVINO), (C, N, Q, K), in tiles of the queries of
+# about this many values (``plane_tiles``): OpenVINO runs its Gather, Mul and ReduceSum each
+# over the whole tensor, 70 MB for Deformable DETR's 640x640 encoder (16 channels, 2 samples,
+# 8500 queries, 64 taps). Paired, f32, one thread, the model / the original: one piece 1.63,
+# 16 tiles 1.24, 32 1.20, 64 1.15, 128 (2**17 values a tile) 1.07, 256 1.11; Mask2Former's
+# pixel decoder (12.9 M values) 1.37-1.45 -> 1.17, 1.14, 1.12, 1.08, 1.15.
+PLANE_TILE_VALUES = 2**17
+PLANE_TILES_MAX = 128
 # Linear samples read by the target's own kernel (MNN, ncnn) are normalized again for it, which
 # moves them by about L * 2**-24 pixels: up to this size of every sampled axis their error stays
 # within float32's tolerance (random unit data, grid in [-1.1, 1.1], 64x64 points, against
@@ -279,6 +287,20 @@ def attention_tiles(
         return 1, 0
     rows = batch * queries * per_query
     return max(1, min(POINT_TILES_MAX, rows // ATTENTION_TILE_ROWS, queries)), 0
+
+
+def plane_tiles(
+    channels: int | None, batch: int | None, queries: int | ir.Value, per_query: int | ir.Value
+) -> int:
+    """How many tiles of the queries an attention's values are gathered from planes in.
+
+    Tiles of about ``PLANE_TILE_VALUES`` values (at most ``PLANE_TILES_MAX``, at least a query
+    each) where every size is static; one piece below two tiles' values, or where one is not.
+    """
+    sizes = (channels, batch, queries, per_query)
+    if not all(isinstance(size, int) for size in sizes):
+        return 1
+    return max(1, min(PLANE_TILES_MAX, queries, math.prod(sizes) // PLANE_TILE_VALUES))
 
 
 def attention_planes_pay(taps: int, values: int) -> bool:

@@ -382,6 +382,31 @@ def test_the_queries_in_tiles_are_the_original(mode, padding, heads, monkeypatch
         assert_close(ort_outputs(candidate, values)[0], truth(model, values), np.float32, mode)
 
 
+@pytest.mark.parametrize("mode,padding", [("linear", "zeros"), ("cubic", "reflection")])
+def test_the_openvino_target_gathers_from_planes_in_tiles_of_the_queries(
+    mode, padding, monkeypatch
+):
+    """``costs.plane_tiles``: here tiles of 300 values gathered, so linear's 2592 (3 channels x
+    2 samples x 12 queries x 36 taps) make 8 tiles of 1-2 queries, cubic's 12 of one query;
+    each gathers, weighs and sums its own, run in onnxruntime and in OpenVINO."""
+    monkeypatch.setattr(costs, "PLANE_TILE_VALUES", 300)
+    model = deformable_attention_model(LEVELS, BATCH, CHANNELS, QUERIES, POINTS, mode, padding)
+    candidate, attentions = fused(model, "openvino")
+    assert attentions
+    taps = {"linear": 4, "cubic": 16}[mode]
+    gathered = CHANNELS * BATCH * QUERIES * len(LEVELS) * POINTS * taps
+    tiles = min(QUERIES, gathered // 300)
+    assert (
+        [n.op_type for n in candidate.graph.node].count("ReduceSum")
+        == tiles
+        == (8 if mode == "linear" else 12)
+    )
+    for seed, far in ((0, False), (1, True)):
+        values = feeds(model, seed=seed, far=far)
+        for runner in FUSING["openvino"]:
+            assert_close(runner(candidate)(values)[0], truth(model, values), np.float32, mode)
+
+
 def _queries_unknown(model: onnx.ModelProto) -> onnx.ModelProto:
     """``model`` (every size symbolic) with its points static, as TorchScript exports them."""
     for value in model.graph.input:
