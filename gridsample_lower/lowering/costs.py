@@ -86,6 +86,12 @@ ATTENTION_TILE_ROWS = 2**17
 # pixel decoder (12.9 M values) 1.37-1.45 -> 1.17, 1.14, 1.12, 1.08, 1.15.
 PLANE_TILE_VALUES = 2**17
 PLANE_TILES_MAX = 128
+# Where a size is symbolic (TorchScript's encoders: the queries), this many, in the fenced
+# Loop's body, paired, the model / the original, static and as exported: Deformable DETR's
+# TorchScript export at 640x640 1.58-1.73 -> 1.34-1.43 with 16 tiles, 1.29-1.41 with 64;
+# Mask2Former's 1.48-1.50 -> 1.25-1.34, 1.19-1.31; at their exported 96x96 16 tiles cost
+# 1-8% (1.23-1.29 -> 1.24-1.37), 64 tiles 11-16% (DETR as exported 1.33 -> 1.53).
+SYMBOLIC_PLANE_TILES = 16
 # Linear samples read by the target's own kernel (MNN, ncnn) are normalized again for it, which
 # moves them by about L * 2**-24 pixels: up to this size of every sampled axis their error stays
 # within float32's tolerance (random unit data, grid in [-1.1, 1.1], 64x64 points, against
@@ -290,17 +296,21 @@ def attention_tiles(
 
 
 def plane_tiles(
-    channels: int | None, batch: int | None, queries: int | ir.Value, per_query: int | ir.Value
+    channels: int | ir.Value,
+    batch: int | ir.Value,
+    queries: int | ir.Value,
+    per_query: int | ir.Value,
 ) -> int:
     """How many tiles of the queries an attention's values are gathered from planes in.
 
-    Tiles of about ``PLANE_TILE_VALUES`` values (at most ``PLANE_TILES_MAX``, at least a query
-    each) where every size is static; one piece below two tiles' values, or where one is not.
+    Static queries: tiles of about ``PLANE_TILE_VALUES`` values (at most ``PLANE_TILES_MAX``,
+    at least a query each; a symbolic size counted as 1), one piece below two tiles' values.
+    Symbolic queries: ``SYMBOLIC_PLANE_TILES``, some empty where the queries are fewer.
     """
-    sizes = (channels, batch, queries, per_query)
-    if not all(isinstance(size, int) for size in sizes):
-        return 1
-    return max(1, min(PLANE_TILES_MAX, queries, math.prod(sizes) // PLANE_TILE_VALUES))
+    if not isinstance(queries, int):
+        return SYMBOLIC_PLANE_TILES
+    values = math.prod(s for s in (channels, batch, queries, per_query) if isinstance(s, int))
+    return max(1, min(PLANE_TILES_MAX, queries, values // PLANE_TILE_VALUES))
 
 
 def attention_planes_pay(taps: int, values: int) -> bool:

@@ -407,6 +407,36 @@ def test_the_openvino_target_gathers_from_planes_in_tiles_of_the_queries(
             assert_close(runner(candidate)(values)[0], truth(model, values), np.float32, mode)
 
 
+@pytest.mark.parametrize("queries", [1, 5, 20])
+def test_the_openvino_target_tiles_queries_of_unknown_count(queries, monkeypatch):
+    """Static levels, a symbolic batch and count of queries (TorchScript's encoders): the
+    values are gathered in SYMBOLIC_PLANE_TILES tiles of ceil(Q / 4) queries here, the last
+    ones empty where the queries are fewer; run in onnxruntime and in OpenVINO."""
+    monkeypatch.setattr(costs, "SYMBOLIC_PLANE_TILES", 4)
+    model = batch_of_unknown_size()
+    for value in (*model.graph.input, *model.graph.output):  # (N, Q, P, 2), (N, 1, Q, M), (N, C, Q)
+        axis = 1 if value.name.startswith("grid") else 2 if value.name in ("weights", "Y") else 0
+        if axis:
+            value.type.tensor_type.shape.dim[axis].dim_param = "queries"
+    candidate, attentions = fused(model, "openvino")
+    assert attentions
+    assert [n.op_type for n in _all_nodes(candidate)].count("ReduceSum") == 4
+    rng = np.random.default_rng(queries)
+    values = feeds(model)
+    for level in range(len(LEVELS)):
+        grid = rng.uniform(-1.3, 1.3, (BATCH, queries, POINTS, 2))
+        values[f"grid{level}"] = grid.astype(np.float32)
+    weights = rng.random((BATCH, 1, queries, len(LEVELS) * POINTS))
+    values["weights"] = (weights / weights.sum(-1, keepdims=True)).astype(np.float32)
+    for runner in FUSING["openvino"]:
+        assert_close(runner(candidate)(values)[0], truth(model, values), np.float32, "linear")
+
+
+def _all_nodes(model: onnx.ModelProto) -> list[ir.Node]:
+    """Every node of ``model``, subgraphs' too (the fenced Loop's body)."""
+    return list(ir.traversal.RecursiveGraphIterator(ir.serde.deserialize_model(model).graph))
+
+
 def _queries_unknown(model: onnx.ModelProto) -> onnx.ModelProto:
     """``model`` (every size symbolic) with its points static, as TorchScript exports them."""
     for value in model.graph.input:
