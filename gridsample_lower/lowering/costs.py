@@ -80,12 +80,16 @@ ATTENTION_PLANES_MIN_TAPS_PER_VALUE = 4
 ATTENTION_TILE_ROWS = 2**17
 # One unit's values gathered from planes (OpenVINO), (C, N, Q, K), in tiles of the queries of
 # about this many values (``plane_tiles``): OpenVINO runs its Gather, Mul and ReduceSum each
-# over the whole tensor, 70 MB for Deformable DETR's 640x640 encoder (16 channels, 2 samples,
-# 8500 queries, 64 taps). Paired, f32, one thread, the model / the original: one piece 1.63,
-# 16 tiles 1.24, 32 1.20, 64 1.15, 128 (2**17 values a tile) 1.07, 256 1.11; Mask2Former's
-# pixel decoder (12.9 M values) 1.37-1.45 -> 1.17, 1.14, 1.12, 1.08, 1.15.
+# over the whole tensor, 70 MB for the corpus' Deformable DETR at 640x640 (16 channels, 2
+# samples, 8500 queries, 64 taps). Paired, f32, one thread, the model / the original: one
+# piece 1.63, 16 tiles 1.24, 32 1.20, 64 1.15, 128 (2**17 values a tile) 1.07, 256 1.11; its
+# Mask2Former (12.9 M values) 1.37-1.45 -> 1.17, 1.14, 1.12, 1.08, 1.15. The real models' 8
+# heads of 32 channels (bench/attention.py, one unit / native; 103-140 M values) gain less
+# from more tiles: Mask2Former 48 tiles 1.40, 64 1.46, 96 1.49, 128 1.57, 512 2.08; Deformable
+# DETR's encoder 1.14, 1.18, 1.20, 1.22, 1.65; the corpus' attentions alone 1.47 -> 1.38 and
+# 1.72 -> 1.63 from 48 to 128 tiles. 64 at most: within 0.06 of the best of each.
 PLANE_TILE_VALUES = 2**17
-PLANE_TILES_MAX = 128
+PLANE_TILES_MAX = 64
 # Where a size is symbolic (TorchScript's encoders: the queries), this many, in the fenced
 # Loop's body, paired, the model / the original, static and as exported: Deformable DETR's
 # TorchScript export at 640x640 1.58-1.73 -> 1.34-1.43 with 16 tiles, 1.29-1.41 with 64;

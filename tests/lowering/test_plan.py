@@ -426,7 +426,7 @@ TABLE = [
     # ATTENTION_PLANES_MIN_TAPS_PER_VALUE = 4 neither: test_attention.py runs queries either
     # side of it
     # ATTENTION_TILE_ROWS = 2**17 neither: test_attention.py runs one unit in tiles of fewer
-    # PLANE_TILE_VALUES = 2**17, PLANE_TILES_MAX = 128 neither: test_attention.py gathers from
+    # PLANE_TILE_VALUES = 2**17, PLANE_TILES_MAX = 64 neither: test_attention.py gathers from
     # planes in tiles of fewer values
     # SYMBOLIC_PLANE_TILES = 16 neither: test_attention.py takes 4, for fewer queries too
     # refusals: the largest index of the chosen gather
