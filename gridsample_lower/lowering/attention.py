@@ -554,9 +554,9 @@ def _attention_samples(em: _Levels, attention: DeformableAttention, kept: bool =
     # planes (OpenVINO) queries first, (N, Q, T, T, M): it lays a static 5-D tensor whose
     # axis 1 holds 2 taps out blocked by 16 (8x the work), its float -> int Convert then in a
     # reference kernel (Deformable DETR at 640x640: 3.2 ms, and 2.2 in reorders)
+    layout = {"lead": 1, "points": 1} if planes else {}  # (queries first: Q as a lead axis)
     for axis in range(2):
-        taps = TapConstants(em, axis, 2, ct, lead=1, points=1) if planes else None
-        taps = taps or TapConstants(em, axis, 2, ct)
+        taps = TapConstants(em, axis, 2, ct, **layout)
         if planes:  # (N, Q, 1, 1, M) each: the floor exact, the coordinate floor + fraction
             floor, fraction = (em.Gather(v, em.index(1 - axis), axis=0) for v in levels)
             coord = em.Add(floor, fraction)

@@ -90,8 +90,8 @@ ATTENTION_TILE_ROWS = 2**17
 # 1.72 -> 1.63 from 48 to 128 tiles. 64 at most: within 0.06 of the best of each.
 PLANE_TILE_VALUES = 2**17
 PLANE_TILES_MAX = 64
-# Where a size is symbolic (TorchScript's encoders: the queries), this many, in the fenced
-# Loop's body, paired, the model / the original, static and as exported: Deformable DETR's
+# Where the count of queries is symbolic (TorchScript's encoders), this many, in the fenced
+# Loop's body; paired, the model / the original, static and as exported: Deformable DETR's
 # TorchScript export at 640x640 1.58-1.73 -> 1.34-1.43 with 16 tiles, 1.29-1.41 with 64;
 # Mask2Former's 1.48-1.50 -> 1.25-1.34, 1.19-1.31; at their exported 96x96 16 tiles cost
 # 1-8% (1.23-1.29 -> 1.24-1.37), 64 tiles 11-16% (DETR as exported 1.33 -> 1.53).
