@@ -31,7 +31,7 @@ from gridsample_lower.lowering.emitter import ALL_AXES, Emitter
 from gridsample_lower.lowering.flat_index import where_inside
 from gridsample_lower.lowering.inventory import Site
 from gridsample_lower.lowering.plan import choose_fenced, choose_merged, grid_origin
-from gridsample_lower.lowering.point_tiles import tile_bounds, where_enough
+from gridsample_lower.lowering.point_tiles import tile_bounds, typed_slice, where_enough
 from gridsample_lower.lowering.sampling import (
     BF16_EXACT,
     InterleavedTaps,
@@ -513,23 +513,13 @@ def _in_query_tiles(em: _Levels, attention: DeformableAttention, tiles: int) -> 
     values (and a channels-last copy of them, which onnxruntime computes once) are shared.
     """
     outputs = []
-    for *bounds, length in tile_bounds(em, em.extent(em.grids[0], 1), tiles):
-        grids = [_query_slice(em, grid, 1, bounds, length) for grid in em.grids]
-        weights = _query_slice(em, attention.weights, 2, bounds, length)
+    for bounds in tile_bounds(em, em.extent(em.grids[0], 1), tiles):
+        grids = [typed_slice(em, grid, 1, *bounds) for grid in em.grids]
+        weights = typed_slice(em, attention.weights, 2, *bounds)
         tile = em.with_grid(grids[0])
         tile.grids = grids
         outputs.append(_attention_samples(tile, dataclasses.replace(attention, weights=weights)))
     return em.Concat(*outputs, axis=2)
-
-
-def _query_slice(em: _Levels, value: ir.Value, axis: int, bounds, length: int | None) -> ir.Value:
-    """``value``'s queries ``bounds`` (on ``axis``), typed with its static sizes."""
-    part = em.Slice(value, *bounds, em.const([axis], INT64))
-    if value.dtype is not None and value.shape is not None:  # (an exporter may give neither)
-        part.dtype = value.dtype
-        dims = [d if isinstance(d, int) else None for d in value.shape]
-        part.shape = ir.Shape([*dims[:axis], length, *dims[axis + 1 :]])
-    return part
 
 
 def _attention_samples(em: _Levels, attention: DeformableAttention, kept: bool = False) -> ir.Value:

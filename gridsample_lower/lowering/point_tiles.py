@@ -21,7 +21,7 @@ import onnx_ir as ir
 from gridsample_lower.lowering.emitter import Emitter
 from gridsample_lower.lowering.plan import Plan
 
-__all__ = ["in_tiles", "tile_bounds", "where_enough"]
+__all__ = ["in_tiles", "tile_bounds", "typed_slice", "where_enough"]
 
 INT64 = ir.DataType.INT64
 # Slice's end for the last tile: past any axis (Slice clamps it to P).
@@ -68,23 +68,34 @@ def _tiled(em: Emitter, tiles: int, plan: Plan, piece: Piece) -> ir.Value:
     flat_plan = dataclasses.replace(plan, flat_grid=False)  # (each tile is flat already)
     axis = flat.rank  # the points' axis of (N, 1.., P, r)
     outputs = []
-    for start, end, length in tile_bounds(flat, flat.points, tiles):
-        tile = flat.Slice(flat.grid, start, end, flat.const([axis], INT64))
-        if flat.grid.dtype is not None and flat.grid.shape is not None:
-            tile.dtype = flat.grid.dtype
-            dims = list(flat.grid.shape)
-            dims[axis] = length
-            tile.shape = ir.Shape([d if isinstance(d, int) else None for d in dims])
+    for bounds in tile_bounds(flat, flat.points, tiles):
+        tile = typed_slice(flat, flat.grid, axis, *bounds)
         outputs.append(piece(flat.with_grid(tile), flat_plan))
     y = flat.Concat(*outputs, axis=1 + axis)  # (N, C, 1.., P)
     return em.reshape(y, [em.batch, em.channels, *em.output_dims()])
+
+
+def typed_slice(
+    em: Emitter, value: ir.Value, axis: int, start: ir.Value, end: ir.Value, length: int | None
+) -> ir.Value:
+    """``value[start:end]`` on ``axis``, typed with its static sizes (``length`` on ``axis``).
+
+    The emitters read static sizes from a tile as from the whole; an exporter may give neither.
+    """
+    part = em.Slice(value, start, end, em.const([axis], INT64))
+    if value.dtype is not None and value.shape is not None:
+        part.dtype = value.dtype
+        dims = [d if isinstance(d, int) else None for d in value.shape]
+        part.shape = ir.Shape([*dims[:axis], length, *dims[axis + 1 :]])
+    return part
 
 
 def tile_bounds(em: Emitter, length: int | ir.Value, tiles: int):
     """Each tile's (start, end, static length or None) of an axis of ``length``: even tiles.
 
     A symbolic length is cut in tiles of ``ceil(length / tiles)``, the last one taking the
-    rest: the If of ``where_enough`` makes sure it is not empty.
+    rest; the last tiles are empty where the length is below ``tiles x (tiles - 1) + 1``
+    (``where_enough``'s If keeps them from it; the attention's planes take them empty).
     """
     if isinstance(length, int):
         cuts = [length * k // tiles for k in range(tiles + 1)]

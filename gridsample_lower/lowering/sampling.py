@@ -94,15 +94,19 @@ class TapConstants:
     lead: int | None = None
     points: int | None = None
 
+    def __post_init__(self) -> None:
+        if self.lead is None:
+            object.__setattr__(self, "lead", self.em.lead)
+        if self.points is None:
+            object.__setattr__(self, "points", self.em.point_axes)
+
     @property
     def tap_axis(self) -> int:
-        return 1 + (self.em.lead if self.lead is None else self.lead) + self.axis
+        return 1 + self.lead + self.axis
 
     def __call__(self, values: Sequence[float]) -> ir.Value:
-        em = self.em
-        lead = em.lead if self.lead is None else self.lead
-        points = em.point_axes if self.points is None else self.points
-        return em.const(per_tap(values, self.axis, self.rank, points, lead), self.dtype)
+        per_axis = per_tap(values, self.axis, self.rank, self.points, self.lead)
+        return self.em.const(per_axis, self.dtype)
 
 
 def interpolate(
