@@ -138,11 +138,16 @@ def test_every_configuration_matches_on_openvino(spec, rng):
 # OpenVINO's CPU plugin, at its default precision where the CPU has bfloat16, stores every float
 # tensor upstream of a Conv or MatMul in bfloat16 (docs/lowered-graph.md, plan.interleaved): the
 # lowered models must err at most twice as much as the native ones there, plus 1e-3. The
-# generic target meets that for nearest (plan.positions_from_grid); its linear and cubic read
-# the grid rounded to bfloat16 (0.4 at 32x40; an axis past 256 pixels rounds their taps too),
-# but every index stays in its axis (plan.integer_indices): they run, and are judged in float32.
+# openvino target meets that bound; so does the generic target for nearest
+# (plan.positions_from_grid). Generic's linear and cubic take their floors and fractions from the
+# grid too where every axis stays below 256 pixels, and then err within GENERIC_SHARE of the
+# bound (0.6-1.1 of it over seeds 0-5: their weights and weighted taps are stored in bfloat16,
+# where the openvino target's are hi + lo and chained; before, 12-28 times the bound); past
+# 256 pixels they read rounded floors, but every index stays in its axis (plan.integer_indices):
+# they run, and are judged in float32.
 BF16 = "bf16" in str(ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT")).lower()
 F32, CONFIGS_2D = openvino_models.F32, openvino_models.CONFIGS_2D
+GENERIC_SHARE = 1.25
 
 
 def _error(model, feeds, truth, config=None, reshaped=False) -> float:
@@ -155,18 +160,24 @@ def _error(model, feeds, truth, config=None, reshaped=False) -> float:
     return float(np.max(np.abs(compiled(feeds)[compiled.outputs[0]] - truth)))
 
 
-def _targets(config) -> tuple[str, ...]:
-    """The targets whose lowering meets the goal for this (mode, padding, align_corners)."""
-    return ("openvino", "generic") if config[0] == "nearest" else ("openvino",)
+def _shares(config, small: bool = True) -> dict[str, float]:
+    """Each target's share of the bound that it meets for this (mode, padding, align_corners);
+    ``small``: every axis below 256 pixels (generic's linear and cubic then meet theirs)."""
+    if config[0] == "nearest":
+        return {"openvino": 1.0, "generic": 1.0}
+    return {"openvino": 1.0, **({"generic": GENERIC_SHARE} if small else {})}
 
 
-def _errors_within_twice_natives(case, targets=("openvino",)):
+def _errors_within_twice_natives(case, shares, bound=None):
+    """Each target's error at the default precision within its share of twice native's + 1e-3
+    (``bound``: that bound given instead); generic's at least runs. In float32: as native."""
     model, feeds, truth, _ = case
-    native = _error(model, feeds, truth)
-    for target in (*targets, "generic"):
+    native = _error(model, feeds, truth) if bound is None else None
+    bound = 2 * native + 1e-3 if bound is None else bound
+    for target in sorted({*shares, "generic"}):
         lowered = lower(model, target=target, lower_all=True)
-        error = _error(lowered, feeds, truth)  # (generic: it runs, every index in range)
-        assert error <= 2 * native + 1e-3 or target not in targets, (target, error, native)
+        error = _error(lowered, feeds, truth)  # (it runs, every index in range)
+        assert error <= shares.get(target, math.inf) * bound, (target, error, bound)
         assert _error(lowered, feeds, truth, F32) <= 1e-4, target  # float32: as native
     return native
 
@@ -178,7 +189,7 @@ def test_a_gridsample_before_a_conv_errs_at_most_twice_native_at_default_precisi
     case = openvino_models.conv_case(
         np.random.default_rng(0), config, (1, 16, 32, 40), (1, 24, 28, 2)
     )
-    native = _errors_within_twice_natives(case, _targets(config))
+    native = _errors_within_twice_natives(case, _shares(config))
     assert native < 0.05 or not BF16
 
 
@@ -200,7 +211,7 @@ def test_an_axis_past_256_pixels_keeps_its_taps_exact(config):
     case = openvino_models.conv_case(
         np.random.default_rng(0), config, (1, 4, 300, 600), (1, 20, 25, 2)
     )
-    _errors_within_twice_natives(case, _targets(config))
+    _errors_within_twice_natives(case, _shares(config, small=False))
 
 
 @pytest.mark.parametrize("x_shape", [(1, 4, 120, 200), (1, 4, 300, 600)], ids=["small", "past-256"])
@@ -216,7 +227,7 @@ def test_a_small_output_from_a_large_x_masks_its_rows_exactly_enough(config, x_s
     plan = plan_of(spec, x_shape, grid_shape, get_target("openvino"))
     assert (plan.masks, plan.ring, plan.rows) == (True, 0, True), plan.describe()
     case = openvino_models.conv_case(np.random.default_rng(0), config, x_shape, grid_shape)
-    _errors_within_twice_natives(case)
+    _errors_within_twice_natives(case, _shares(config, small=max(x_shape) < 252))
 
 
 @pytest.mark.parametrize(
@@ -228,7 +239,7 @@ def test_a_spatial_transformer_and_deformable_attention_err_as_native(config):
     """AffineGrid -> GridSample -> Conv, and a deformable-attention-like block (a value
     projection, sampling offsets from a MatMul, softmax weights, an output MatMul)."""
     for build in (openvino_models.stn_case, openvino_models.deform_case):
-        _errors_within_twice_natives(build(np.random.default_rng(0), config), _targets(config))
+        _errors_within_twice_natives(build(np.random.default_rng(0), config), _shares(config))
 
 
 @pytest.mark.parametrize(
@@ -240,17 +251,15 @@ def test_a_spatial_transformer_and_deformable_attention_err_as_native(config):
 def test_3d_lowered_errs_at_most_twice_a_perfect_gridsample(config):
     """OpenVINO has no 3-D GridSample: judged against the Conv alone on the exact samples
     (which for 2-D is native's error), at most twice its error plus 1e-3. Generic's nearest
-    with zeros padding failed here (its float flat index, rounded, out of range)."""
-    model, feeds, truth, (conv_only, conv_feeds) = openvino_models.conv_case(
+    with zeros padding failed here (its float flat index, rounded, out of range), and its
+    linear erred by 12 times the bound."""
+    case = openvino_models.conv_case(
         np.random.default_rng(0), config, (1, 8, 12, 14, 16), (1, 6, 7, 8, 3)
     )
-    perfect = _error(conv_only, conv_feeds, truth)
-    targets = _targets(config)
-    for target in (*targets, "generic"):
-        lowered = lower(model, target=target, lower_all=True)
-        error = _error(lowered, feeds, truth)  # (generic linear: it runs)
-        assert error <= 2 * perfect + 1e-3 or target not in targets, (target, error, perfect)
-        assert _error(lowered, feeds, truth, F32) <= 1e-4, target
+    conv_only, conv_feeds = case[3]
+    _errors_within_twice_natives(
+        case, _shares(config), 2 * _error(conv_only, conv_feeds, case[2]) + 1e-3
+    )
 
 
 def _attention_case(grid_from: str, symbolic: bool = False):

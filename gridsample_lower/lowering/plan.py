@@ -101,10 +101,11 @@ class Plan:
             ``1 - f`` or ``f``, is made in the region that sums the taps.
         integer_indices: every index combined and bounded as an integer: no float flat index,
             each axis' positions clamped into the axis once cast (``Target.integer_indices``).
-        positions_from_grid: nearest, with ``integer_indices`` and static sizes: every axis'
-            final position computed at once on the grid as it is, ``(N, O.., r)``, in one
-            elementwise region that ends in exact integers (outside points: a power of two
-            that puts the flat index past the sample), each cast once (bfloat16-safe).
+        positions_from_grid: with ``integer_indices`` and static sizes: every axis' final
+            position (nearest) or floor and fraction (linear, cubic, axes below 256 pixels)
+            computed at once on the grid as it is, ``(N, O.., r)``, in one elementwise region
+            that ends in exact integers (outside points: a power of two that puts the flat
+            index past the sample) and fractions (bfloat16-safe).
         float_index: every index computed in float (exact), cast to ``index_type`` once at the
             gather (targets with ``float_index_math``).
         flat_points: the per-point tensors hold the output points on one axis, ``(N, T.., P)``,
@@ -823,19 +824,27 @@ def _choose_integer_indices(target: Target) -> tuple[bool, str]:
 def _choose_positions_from_grid(
     spec: GridSampleSpec, sizes: costs.Sizes, integer_indices: bool
 ) -> tuple[bool, str]:
-    """Whether nearest's positions are computed on the grid as it is, ending in exact integers.
+    """Whether the coordinates are computed on the grid as it is, ending in exact integers.
 
     A runtime that stores float tensors in bfloat16 reads the grid in float32 only into an
     elementwise kernel, and rounds what a kernel stores to 8 bits (OpenVINO: a coordinate of
-    37.4 to 0.25 once the grid is transposed): one region from the grid to the final positions
-    stores only integers, exact up to 256 (larger axes leave as 256 hi + lo). Static sizes:
-    an outside point's position is a power of two putting its flat index past the sample.
+    37.4 to 0.25 once the grid is transposed): one region from the grid to nearest's final
+    positions stores only integers, exact up to 256 (larger axes leave as 256 hi + lo); static
+    sizes: an outside point's position is a power of two putting its flat index past the
+    sample. Linear and cubic: the region ends in the floors, exact while every axis and its
+    ring (reflection: twice the axis, within which the coordinate is folded) stay below 256,
+    and the fractions, whose rounding costs the weights 2**-9 of themselves.
     """
-    if spec.mode != "nearest" or not integer_indices:
+    if not integer_indices:
         return False, ""
     dims = sizes.dims[2:]
     if any(d is None for d in dims):
         return False, "symbolic sizes: the outside points' positions are constants"
+    if spec.mode != "nearest":
+        span = 2 if spec.padding_mode == "reflection" else 1  # folded: within two periods
+        if any(span * d + 4 > costs.BF16_EXACT for d in dims):
+            return False, f"an axis past {costs.BF16_EXACT} pixels: its floors would round"
+        return True, "one elementwise region from the grid to the floors and fractions"
     if 2 * sizes.spatial >= INT32_LIMIT:
         return False, "past 2**30 pixels: the outside points' flat index would pass int32"
     return True, "one elementwise region from the grid to exact integer positions"

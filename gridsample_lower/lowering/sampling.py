@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import onnx_ir as ir
@@ -24,6 +24,7 @@ from gridsample_lower.lowering.coords import (
     source_coordinate,
     tap_indices,
 )
+from gridsample_lower.lowering.costs import BF16_EXACT
 from gridsample_lower.lowering.emitter import ALL_AXES, Emitter
 from gridsample_lower.lowering.flat_index import per_tap
 from gridsample_lower.lowering.gathers import gather_and_combine
@@ -40,7 +41,8 @@ class Kernel:
     """A separable interpolation kernel: where its taps are, and how much each one weighs.
 
     ``offsets`` are the taps' positions relative to floor(x). ``weights(em, x, x1, per_tap)``
-    returns the weights of one axis from the coordinate x, x1 = floor(x), and ``per_tap`` (a
+    returns the weights of one axis from the coordinate x, x1 = floor(x) (None: x is the
+    fraction x - floor(x) already), and ``per_tap`` (a
     ``TapConstants``), which shapes per-tap constants for that axis and knows which tensor axis
     holds its taps.
     """
@@ -104,9 +106,9 @@ class TapConstants:
     def tap_axis(self) -> int:
         return 1 + self.lead + self.axis
 
-    def __call__(self, values: Sequence[float]) -> ir.Value:
+    def __call__(self, values: Sequence[float], dtype: ir.DataType | None = None) -> ir.Value:
         per_axis = per_tap(values, self.axis, self.rank, self.points, self.lead)
-        return self.em.const(per_axis, self.dtype)
+        return self.em.const(per_axis, dtype or self.dtype)
 
 
 def interpolate(
@@ -125,10 +127,10 @@ def interpolate(
     indices, weights, masked = [], None, None
     if plan.interleaved:
         indices, weights, masked = _interleaved_taps(em, grid, spec, plan, kernel)
-    for axis, g in enumerate([] if plan.interleaved else grid_coordinates(em, grid, spec)):
-        coord = source_coordinate(em, g, axis, spec, ct)  # finite, NaN and infinities too
-        floor, taps = em.Floor(coord), TapConstants(em, axis, r, ct)
-        w = kernel.weights(em, em.Add(coord, em.Sub(g, g)), floor, taps)  # g - g: 0 or NaN
+    for axis, (floor, w) in enumerate(
+        [] if plan.interleaved else _floors(em, grid, spec, plan, kernel)
+    ):
+        taps = TapConstants(em, axis, r, ct)
         if plan.per_point:
             index = ring_base(em, floor, axis, kernel.offsets, ct)
         elif plan.ring:  # shifted onto the padded axis; clamped onto its ring once an integer...
@@ -170,6 +172,36 @@ def interpolate(
     return _cast_result(em, y, spec, ct)
 
 
+def _floors(
+    em: Emitter, grid: ir.Value, spec: GridSampleSpec, plan: Plan, kernel: Kernel
+) -> Iterator[tuple[ir.Value, ir.Value]]:
+    """Each axis' floor of its coordinate and its taps' weights, planar, axis by axis.
+
+    ``plan.positions_from_grid``: from two elementwise regions on the grid as it is, each
+    with one output (what two regions share, OpenVINO stores): the floors, integers exact in
+    bfloat16 (``positions_exact``), and u = t - 1/2 for the fractions t, whose rounding to
+    bfloat16 then costs the weights at most 2**-10; one Transpose each. Else from the grid
+    transposed first, which a runtime storing bfloat16 rounds (a coordinate 0.04 pixel off at
+    40 pixels, 0.4 after a Conv where OpenVINO's own kernel errs by 0.008).
+    """
+    r, ct = spec.rank, compute_dtype(spec)
+    if plan.positions_from_grid:
+        g = interleaved_grid(em, grid, spec)
+        floor = em.Floor(source_coordinate(em, g, ALL_AXES, spec, ct, bounded=False))
+        start = after(em, g, floor, ct)  # NaN where the floor is not finite (the grid's NaN, inf)
+        coord = source_coordinate(em, start, ALL_AXES, spec, ct)
+        fraction = em.Sub(em.Sub(coord, em.Floor(coord)), em.const(0.5, ct))
+        pairs = zip(planar(em, floor, r, False), planar(em, fraction, r, False), strict=True)
+        for axis, (f, u) in enumerate(pairs):
+            yield f, kernel.weights(em, u, None, TapConstants(em, axis, r, ct))
+        return
+    for axis, g in enumerate(grid_coordinates(em, grid, spec)):
+        coord = source_coordinate(em, g, axis, spec, ct)  # finite, NaN and infinities too
+        floor = em.Floor(coord)
+        taps = TapConstants(em, axis, r, ct)
+        yield floor, kernel.weights(em, em.Add(coord, em.Sub(g, g)), floor, taps)  # g - g: 0, NaN
+
+
 def interleaved_grid(em: Emitter, grid: ir.Value, spec: GridSampleSpec) -> ir.Value:
     """The grid as it is, ``(N, O1..Or, r)``, in the compute type: every axis at once.
 
@@ -208,9 +240,6 @@ def planar(em: Emitter, value: ir.Value, rank: int, tapped: bool) -> list[ir.Val
         ones = [a for a in range(1, 1 + em.lead + rank) if a != own]
         parts.append(em.Unsqueeze(part, em.const(ones, INT64)) if ones else part)
     return parts
-
-
-BF16_EXACT = 256  # integers up to this magnitude are exact in bfloat16
 
 
 def positions_exact(em: Emitter, spec: GridSampleSpec, plan: Plan) -> bool:

@@ -38,6 +38,7 @@ LINEAR, CUBIC, NEAREST = (
 )
 NEAREST_ZEROS = GridSampleSpec(2, "nearest", "zeros", 0)
 LINEAR_ZEROS = GridSampleSpec(2, "linear", "zeros", 0)
+REFLECTION = GridSampleSpec(2, "linear", "reflection", 0)
 CUBIC3 = GridSampleSpec(3, "cubic", "zeros", 0)
 CUBIC16 = GridSampleSpec(2, "cubic", "zeros", 0, x_dtype=ir.DataType.FLOAT16)
 
@@ -273,7 +274,49 @@ TABLE = [
         [1, 1, 64, 64],
         _points(1),
         "generic",
-        {"flat_in_float": False, "integer_indices": True, "positions_from_grid": False},
+        {"flat_in_float": False, "integer_indices": True, "positions_from_grid": True},
+    ),
+    # BF16_EXACT = 256: linear's and cubic's floors and fractions from the grid (bfloat16-safe)
+    # while every axis + 4 stays exact there (reflection: twice the axis, where it folds)
+    (
+        "generic linear 252",
+        LINEAR,
+        [1, 3, 8, 252],
+        _points(4),
+        "generic",
+        {"positions_from_grid": True},
+    ),
+    (
+        "generic linear 253",
+        LINEAR,
+        [1, 3, 8, 253],
+        _points(4),
+        "generic",
+        {"positions_from_grid": False},
+    ),
+    (
+        "generic reflection 126",
+        REFLECTION,
+        [1, 3, 126, 8],
+        _points(4),
+        "generic",
+        {"positions_from_grid": True},
+    ),
+    (
+        "generic reflection 127",
+        REFLECTION,
+        [1, 3, 127, 8],
+        _points(4),
+        "generic",
+        {"positions_from_grid": False},
+    ),
+    (
+        "generic cubic symbolic",
+        CUBIC,
+        [1, 3, "H", 8],
+        _points(4),
+        "generic",
+        {"positions_from_grid": False},
     ),
     # nearest's positions from the grid in one region (bfloat16-safe) where sizes are static
     (

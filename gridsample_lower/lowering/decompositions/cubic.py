@@ -26,7 +26,19 @@ OUTER = [A, -5 * A, 8 * A, -4 * A]  # ((A d - 5A) d + 8A) d - 4A
 COEFFICIENTS = list(zip(OUTER, INNER, INNER, OUTER, strict=True))  # a, b, c, e: one per tap
 
 
-def _weights(em: Emitter, x: ir.Value, x1: ir.Value, per_tap) -> ir.Value:
+# The same polynomials in u = t - 1/2 (``sampling._floors``), per tap: ((a u + b) u + c) u + e.
+IN_U = [
+    (A, -A / 2, -A / 4, A / 8),
+    (A + 2, A / 2, -A / 4 - 3 / 2, 1 / 2 - A / 8),
+    (-(A + 2), A / 2, A / 4 + 3 / 2, 1 / 2 - A / 8),
+    (-A, -A / 2, A / 4, A / 8),
+]
+
+
+def _weights(em: Emitter, x: ir.Value, x1: ir.Value | None, per_tap) -> ir.Value:
+    if x1 is None:  # x is u: four per-tap constants (OpenVINO fuses the weights whole)
+        a, b, c, e = (per_tap(list(k)) for k in zip(*IN_U, strict=True))
+        return em.Add(em.Mul(em.Add(em.Mul(em.Add(em.Mul(x, a), b), x), c), x), e)
     if getattr(per_tap, "scalar_coefficients", False):
         return _weights_by_distance(em, x, x1, per_tap)
     d = em.Add(em.Mul(em.Sub(x, x1), per_tap(SIGN)), per_tap(SHIFT))  # t + 1, t, 1 - t, 2 - t

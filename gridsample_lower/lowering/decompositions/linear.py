@@ -13,7 +13,9 @@ from gridsample_lower.lowering.sampling import Kernel, interpolate
 from gridsample_lower.spec import GridSampleSpec
 
 
-def _weights(em: Emitter, x: ir.Value, x1: ir.Value, per_tap) -> ir.Value:
+def _weights(em: Emitter, x: ir.Value, x1: ir.Value | None, per_tap) -> ir.Value:
+    if x1 is None:  # x is u = t - 1/2: 1 - t and t
+        return em.Abs(em.Sub(x, per_tap([0.5, -0.5])))
     return em.Abs(em.Sub(x, em.Add(x1, per_tap([1.0, 0.0]))))
 
 
