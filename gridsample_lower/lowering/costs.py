@@ -753,8 +753,8 @@ STRATEGIES = [
         "integer_indices and static sizes: nearest's rounded (reflected) coordinates computed "
         "on the grid as it is, one elementwise region ending in integers exact in bfloat16 "
         "(past 256 px as 256 hi + lo), then each axis' clamp and mask; linear's and cubic's "
-        "floors and fractions (less a half), two such regions, while every axis with its ring "
-        "stays below 252 px (reflection: 126)",
+        "floors and fractions (less a half), two such regions (past 252 px, reflection 126: "
+        "the floors as 256 hi + lo, three)",
     ),
     Strategy(
         "reader",

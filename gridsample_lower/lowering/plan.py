@@ -102,10 +102,10 @@ class Plan:
         integer_indices: every index combined and bounded as an integer: no float flat index,
             each axis' positions clamped into the axis once cast (``Target.integer_indices``).
         positions_from_grid: with ``integer_indices`` and static sizes: every axis' final
-            position (nearest) or floor and fraction (linear, cubic, axes below 256 pixels)
-            computed at once on the grid as it is, ``(N, O.., r)``, in one elementwise region
-            that ends in exact integers (outside points: a power of two that puts the flat
-            index past the sample) and fractions (bfloat16-safe).
+            position (nearest) or floor and fraction (linear, cubic) computed at once on the
+            grid as it is, ``(N, O.., r)``, in elementwise regions that end in exact integers
+            (outside points: a power of two that puts the flat index past the sample) and
+            fractions (bfloat16-safe).
         float_index: every index computed in float (exact), cast to ``index_type`` once at the
             gather (targets with ``float_index_math``).
         flat_points: the per-point tensors hold the output points on one axis, ``(N, T.., P)``,
@@ -831,9 +831,9 @@ def _choose_positions_from_grid(
     37.4 to 0.25 once the grid is transposed): one region from the grid to nearest's final
     positions stores only integers, exact up to 256 (larger axes leave as 256 hi + lo); static
     sizes: an outside point's position is a power of two putting its flat index past the
-    sample. Linear and cubic: the region ends in the floors, exact while every axis and its
-    ring (reflection: twice the axis, within which the coordinate is folded) stay below 256,
-    and the fractions, whose rounding costs the weights 2**-9 of themselves.
+    sample. Linear and cubic: regions end in the floors (past 256, with the ring or twice the
+    axis for reflection, as 256 hi + lo) and in the fractions, whose rounding to bfloat16
+    costs the weights 2**-10 (``sampling._floors``).
     """
     if not integer_indices:
         return False, ""
@@ -841,10 +841,7 @@ def _choose_positions_from_grid(
     if any(d is None for d in dims):
         return False, "symbolic sizes: the outside points' positions are constants"
     if spec.mode != "nearest":
-        span = 2 if spec.padding_mode == "reflection" else 1  # folded: within two periods
-        if any(span * d + 4 > costs.BF16_EXACT for d in dims):
-            return False, f"an axis past {costs.BF16_EXACT} pixels: its floors would round"
-        return True, "one elementwise region from the grid to the floors and fractions"
+        return True, "elementwise regions from the grid to the floors and the fractions"
     if 2 * sizes.spatial >= INT32_LIMIT:
         return False, "past 2**30 pixels: the outside points' flat index would pass int32"
     return True, "one elementwise region from the grid to exact integer positions"

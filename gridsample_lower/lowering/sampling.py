@@ -125,10 +125,14 @@ def interpolate(
     """
     r, ct = spec.rank, compute_dtype(spec)
     indices, weights, masked = [], None, None
+    integers = not (positions_exact if plan.interleaved else floors_exact)(em, spec, plan)
+    integers = integers and (plan.interleaved or plan.positions_from_grid)
     if plan.interleaved:
         indices, weights, masked = _interleaved_taps(em, grid, spec, plan, kernel)
+    elif integers:
+        indices, weights, masked = _integer_taps_from_grid(em, grid, spec, plan, kernel)
     for axis, (floor, w) in enumerate(
-        [] if plan.interleaved else _floors(em, grid, spec, plan, kernel)
+        [] if plan.interleaved or integers else _floors(em, grid, spec, plan, kernel)
     ):
         taps = TapConstants(em, axis, r, ct)
         if plan.per_point:
@@ -155,7 +159,6 @@ def interpolate(
         x = _zero_ring(em, x, spec, plan.ring)
         em = em.with_x(x)
     offsets = [o + plan.ring for o in kernel.offsets] if plan.per_point else None
-    integers = plan.interleaved and not positions_exact(em, spec, plan)
     fraction = kernel.fraction if plan.fraction else None
     y = gather_and_combine(
         em,
@@ -200,6 +203,32 @@ def _floors(
         floor = em.Floor(coord)
         taps = TapConstants(em, axis, r, ct)
         yield floor, kernel.weights(em, em.Add(coord, em.Sub(g, g)), floor, taps)  # g - g: 0, NaN
+
+
+def _integer_taps_from_grid(
+    em: Emitter, grid: ir.Value, spec: GridSampleSpec, plan: Plan, kernel: Kernel
+) -> tuple[list[ir.Value], ir.Value, ir.Value | None]:
+    """``_floors`` where an axis may pass 256 pixels: the floors leave as ``256 hi + lo``.
+
+    Each axis' taps are then integer arithmetic (``_integer_taps``); the fractions come from a
+    third region, started by ``after(grid, grid)`` (NaN where the grid is not finite). Returns
+    the indices, the weights' product and the taps' mask (or None).
+    """
+    r, ct = spec.rank, compute_dtype(spec)
+    g = interleaved_grid(em, grid, spec)
+    start = after(em, g, g, ct)
+    coord = source_coordinate(em, start, ALL_AXES, spec, ct)
+    fraction = em.Sub(em.Sub(coord, em.Floor(coord)), em.const(0.5, ct))  # u = t - 1/2
+    parts = planar(em, fraction, r, False)
+    weights = [
+        (kernel.weights(em, u, None, TapConstants(em, a, r, ct)),) for a, u in enumerate(parts)
+    ]
+
+    def floors(begin: ir.Value) -> ir.Value:
+        return em.Floor(source_coordinate(em, begin, ALL_AXES, spec, ct))
+
+    indices, weights, masked = _integer_taps(em, floors, g, spec, plan, kernel, weights)
+    return indices, functools.reduce(em.Mul, (w for (w,) in weights)), masked
 
 
 def interleaved_grid(em: Emitter, grid: ir.Value, spec: GridSampleSpec) -> ir.Value:
@@ -253,6 +282,17 @@ def positions_exact(em: Emitter, spec: GridSampleSpec, plan: Plan) -> bool:
     return all(n is not None and n + 2 * plan.ring + 4 <= BF16_EXACT for n in sizes)
 
 
+def floors_exact(em: Emitter, spec: GridSampleSpec, plan: Plan) -> bool:
+    """``positions_exact`` for floors that leave their region before the padding rule.
+
+    With reflection the coordinate is folded within two periods: twice the axis.
+    """
+    span = 2 if spec.padding_mode == "reflection" else 1
+    sizes = [em.x_dim(2 + a) for a in range(spec.rank)]
+    fit = all(n is not None and span * n + 2 * plan.ring + 4 <= BF16_EXACT for n in sizes)
+    return plan.float32_kept or fit
+
+
 def after(em: Emitter, g: ir.Value, first: ir.Value, ct: ir.DataType) -> ir.Value:
     """``g`` again, as ``g + 0 * first``: the start of a region that must not share its ops.
 
@@ -270,6 +310,7 @@ def planar_indices(
     g: ir.Value,
     spec: GridSampleSpec,
     plan: Plan,
+    exact: bool | None = None,
 ) -> list[ir.Value]:
     """Each axis' part of interleaved integer-valued float positions, ``(N, 1..1, O..)``.
 
@@ -279,11 +320,12 @@ def planar_indices(
     ``after(g, hi)``. One region stacking both (a Where along a new leading axis, one output)
     ran 5-17x a single output's time on OpenVINO (1.9 ms for a 480x640 grid). They are put
     together in the plan's position type. Positions far outside the axis may round, but stay
-    outside: the integer clamps send them to the same edge.
+    outside: the integer clamps send them to the same edge. ``exact`` (default:
+    ``positions_exact``): they are exact as stored, and leave whole, in float.
     """
     r, ct = spec.rank, compute_dtype(spec)
     index = build(g)
-    if positions_exact(em, spec, plan):
+    if positions_exact(em, spec, plan) if exact is None else exact:
         return planar(em, index, r, tapped=False)
     scale = em.const(1.0 / BF16_EXACT, ct)
     hi = em.Floor(em.Mul(index, scale))
@@ -448,7 +490,7 @@ def _integer_taps(
     """
     r, ct, dtype = spec.rank, compute_dtype(spec), plan.position_type
     indices, masked = [], None
-    for axis, f in enumerate(planar_indices(em, floors, g, spec, plan)):
+    for axis, f in enumerate(planar_indices(em, floors, g, spec, plan, exact=False)):
         taps = TapConstants(em, axis, r, dtype)
         if plan.per_point:
             low = em.const(-1 - max(kernel.offsets), dtype)

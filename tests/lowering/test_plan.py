@@ -38,7 +38,6 @@ LINEAR, CUBIC, NEAREST = (
 )
 NEAREST_ZEROS = GridSampleSpec(2, "nearest", "zeros", 0)
 LINEAR_ZEROS = GridSampleSpec(2, "linear", "zeros", 0)
-REFLECTION = GridSampleSpec(2, "linear", "reflection", 0)
 CUBIC3 = GridSampleSpec(3, "cubic", "zeros", 0)
 CUBIC16 = GridSampleSpec(2, "cubic", "zeros", 0, x_dtype=ir.DataType.FLOAT16)
 
@@ -276,8 +275,8 @@ TABLE = [
         "generic",
         {"flat_in_float": False, "integer_indices": True, "positions_from_grid": True},
     ),
-    # BF16_EXACT = 256: linear's and cubic's floors and fractions from the grid (bfloat16-safe)
-    # while every axis + 4 stays exact there (reflection: twice the axis, where it folds)
+    # BF16_EXACT = 256: linear's and cubic's floors and fractions from the grid (bfloat16-safe),
+    # on either side of it (past it the floors leave as 256 hi + lo: sampling.floors_exact)
     (
         "generic linear 252",
         LINEAR,
@@ -292,23 +291,7 @@ TABLE = [
         [1, 3, 8, 253],
         _points(4),
         "generic",
-        {"positions_from_grid": False},
-    ),
-    (
-        "generic reflection 126",
-        REFLECTION,
-        [1, 3, 126, 8],
-        _points(4),
-        "generic",
         {"positions_from_grid": True},
-    ),
-    (
-        "generic reflection 127",
-        REFLECTION,
-        [1, 3, 127, 8],
-        _points(4),
-        "generic",
-        {"positions_from_grid": False},
     ),
     (
         "generic cubic symbolic",

@@ -347,3 +347,30 @@ def test_a_target_judging_by_the_spec_alone_still_works():
         model = gridsample_model([1, 3, 4, 4], [1, 2, 2, 2], mode)
         ops = {n.op_type for n in lower(model, target=mine).graph.node}
         assert ("GridSample" in ops) is kept
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [s for s in supported_specs(ranks=(1, 2)) if s.mode != "nearest"],
+    ids=lambda s: s.label.replace(" ", "-"),
+)
+def test_generic_floors_past_256_pixels_leave_as_two_integers_and_agree(spec, rng):
+    """Generic's linear and cubic with an axis past 252 pixels take their floors from the grid
+    as 256 hi + lo (exact in bfloat16, ``sampling.floors_exact``) and their fractions from a
+    region of their own: the same samples as the reference, far, NaN and infinite points too
+    (reflection folds its coordinate within twice the axis: past 126 already)."""
+    r = spec.rank
+    x_shape = (
+        (2, 3, *[260, 300][-r:]) if spec.padding_mode != "reflection" else (2, 3, *[127, 130][-r:])
+    )
+    grid = make_grid(rng, (2, *[5, 7][-r:], r), far=True)
+    grid.flat[:3] = [np.nan, np.inf, -np.inf]
+    model = gridsample_model(
+        list(x_shape), list(grid.shape), spec.mode, spec.padding_mode, spec.align_corners
+    )
+    lowered = lower(model, target="generic", lower_all=True)
+    ops = [n.op_type for n in lowered.graph.node]
+    assert ops.count("Floor") >= 4 and "Transpose" in ops, ops  # hi, lo and the fractions' regions
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    expected = grid_sample(x, grid, spec.mode, spec.padding_mode, spec.align_corners)
+    assert_close(run_ort(lowered, {"X": x, "grid": grid}), expected.astype(np.float32), spec.mode)
