@@ -106,9 +106,9 @@ class TapConstants:
     def tap_axis(self) -> int:
         return 1 + self.lead + self.axis
 
-    def __call__(self, values: Sequence[float], dtype: ir.DataType | None = None) -> ir.Value:
+    def __call__(self, values: Sequence[float]) -> ir.Value:
         per_axis = per_tap(values, self.axis, self.rank, self.points, self.lead)
-        return self.em.const(per_axis, dtype or self.dtype)
+        return self.em.const(per_axis, self.dtype)
 
 
 def interpolate(
@@ -125,8 +125,10 @@ def interpolate(
     """
     r, ct = spec.rank, compute_dtype(spec)
     indices, weights, masked = [], None, None
-    integers = not (positions_exact if plan.interleaved else floors_exact)(em, spec, plan)
-    integers = integers and (plan.interleaved or plan.positions_from_grid)
+    if plan.interleaved:  # taps in integers where they may not be exact as stored
+        integers = not positions_exact(em, spec, plan)
+    else:
+        integers = plan.positions_from_grid and not floors_exact(em, spec, plan)
     if plan.interleaved:
         indices, weights, masked = _interleaved_taps(em, grid, spec, plan, kernel)
     elif integers:
@@ -191,9 +193,7 @@ def _floors(
     if plan.positions_from_grid:
         g = interleaved_grid(em, grid, spec)
         floor = em.Floor(source_coordinate(em, g, ALL_AXES, spec, ct, bounded=False))
-        start = after(em, g, floor, ct)  # NaN where the floor is not finite (the grid's NaN, inf)
-        coord = source_coordinate(em, start, ALL_AXES, spec, ct)
-        fraction = em.Sub(em.Sub(coord, em.Floor(coord)), em.const(0.5, ct))
+        fraction = _fraction_less_half(em, after(em, g, floor, ct), spec)  # (floor not finite: NaN)
         pairs = zip(planar(em, floor, r, False), planar(em, fraction, r, False), strict=True)
         for axis, (f, u) in enumerate(pairs):
             yield f, kernel.weights(em, u, None, TapConstants(em, axis, r, ct))
@@ -203,6 +203,17 @@ def _floors(
         floor = em.Floor(coord)
         taps = TapConstants(em, axis, r, ct)
         yield floor, kernel.weights(em, em.Add(coord, em.Sub(g, g)), floor, taps)  # g - g: 0, NaN
+
+
+def _fraction_less_half(em: Emitter, start: ir.Value, spec: GridSampleSpec) -> ir.Value:
+    """The fraction t of every coordinate less a half, u = t - 1/2, from the grid's ``start``.
+
+    In [-1/2, 1/2), which bfloat16 rounds by at most 2**-10 (t by 2**-9); NaN where the
+    start is (the kernels' weights are polynomials in u).
+    """
+    ct = compute_dtype(spec)
+    coord = source_coordinate(em, start, ALL_AXES, spec, ct)
+    return em.Sub(em.Sub(coord, em.Floor(coord)), em.const(0.5, ct))
 
 
 def _integer_taps_from_grid(
@@ -216,10 +227,7 @@ def _integer_taps_from_grid(
     """
     r, ct = spec.rank, compute_dtype(spec)
     g = interleaved_grid(em, grid, spec)
-    start = after(em, g, g, ct)
-    coord = source_coordinate(em, start, ALL_AXES, spec, ct)
-    fraction = em.Sub(em.Sub(coord, em.Floor(coord)), em.const(0.5, ct))  # u = t - 1/2
-    parts = planar(em, fraction, r, False)
+    parts = planar(em, _fraction_less_half(em, after(em, g, g, ct), spec), r, False)
     weights = [
         (kernel.weights(em, u, None, TapConstants(em, a, r, ct)),) for a, u in enumerate(parts)
     ]

@@ -1,6 +1,7 @@
 """Lower GridSample(mode=linear) to Floor + Gather + a weighted sum over 2**r corners.
 
-Weights are onnxruntime's ``x2 - x`` and ``x - x1`` per axis, computed as ``|x - (x1 + [1, 0])|``.
+Weights are onnxruntime's ``x2 - x`` and ``x - x1`` per axis, computed as ``|x - (x1 + [1, 0])|``,
+or as ``|u - [1/2, -1/2]|`` from u = (x - x1) - 1/2 (``sampling._floors``).
 """
 
 from __future__ import annotations
