@@ -32,21 +32,19 @@ __all__ = [
 _WHOLE = {ir.DataType.FLOAT: 2.0**23, ir.DataType.DOUBLE: 2.0**52}
 
 
-def source_coordinate(
-    em: Emitter, g: ir.Value, axis: int, spec: GridSampleSpec, ct, bounded: bool = True
-) -> ir.Value:
+def source_coordinate(em: Emitter, g: ir.Value, axis: int, spec: GridSampleSpec, ct) -> ir.Value:
     """Unnormalize grid component ``g`` for spatial ``axis``; then bound it without changing taps.
 
     The operation order is onnxruntime's, so results agree bit for bit:
     align_corners=1: ``(g + 1) * ((L - 1) / 2)``; align_corners=0: ``(g + 1) * (L / 2) - 0.5``.
     Zeros and border: clip to +-2**23 (float64: 2**52), past which every value is a whole number,
     so the fraction and the weights stay onnxruntime's (an edge pixel's infinity, clamped to with
-    both weights nonzero, stays infinite; not ``bounded``: left as it is). Reflection: subtract a
-    whole number of reflection periods (``fmod``, exact), which keeps the fraction and the tap
-    parities. Linear and cubic keep a NaN coordinate (``passes_nan``), and reflection turns an
-    infinite one into NaN: their weights make the result NaN. Nearest with border padding sends
-    NaN to -2**23 and with reflection to 0, pixels the reference reads; with zeros padding it
-    masks the point, so its coordinate stays unbounded.
+    both weights nonzero, stays infinite). Reflection: subtract a whole number of reflection
+    periods (``fmod``, exact), which keeps the fraction and the tap parities. Linear and cubic
+    keep a NaN coordinate (``passes_nan``), and reflection turns an infinite one into NaN: their
+    weights make the result NaN. Nearest with border padding sends NaN to -2**23 and with
+    reflection to 0, pixels the reference reads; with zeros padding it masks the point, so its
+    coordinate stays unbounded.
     """
     one = em.const(1.0, ct)
     if spec.align_corners:
@@ -68,8 +66,8 @@ def source_coordinate(
         if passes_nan(spec):  # linear, cubic: NaN (infinities too) give NaN weights
             return x
         return em.Where(em.Equal(x, x), x, em.const(0.0, ct))  # nearest: NaN != NaN reads 0
-    if not bounds_coordinate(spec) or not bounded:  # nearest, zeros: its only tap is masked
-        return x  # (NaN and far values included) before it is an index
+    if not bounds_coordinate(spec):  # nearest, zeros: its only tap is masked (NaN and far
+        return x  # values included) before it is an index
     high, low = em.const(_WHOLE[ct], ct), em.const(-_WHOLE[ct], ct)
     if passes_nan(spec):  # linear, cubic: a NaN's weights are NaN; its taps are clipped as ints
         return em.clip(x, low, high)

@@ -185,15 +185,16 @@ def _floors(
     ``plan.positions_from_grid``: from two elementwise regions on the grid as it is, each
     with one output (what two regions share, OpenVINO stores): the floors, integers exact in
     bfloat16 (``positions_exact``), and u = t - 1/2 for the fractions t, whose rounding to
-    bfloat16 then costs the weights at most 2**-10; one Transpose each. Else from the grid
-    transposed first, which a runtime storing bfloat16 rounds (a coordinate 0.04 pixel off at
-    40 pixels, 0.4 after a Conv where OpenVINO's own kernel errs by 0.008).
+    bfloat16 then costs the weights at most 2**-10, from ``after(grid, grid)``, NaN where the
+    grid is not finite (a finite grid whose coordinate overflows keeps its bounded one). Else
+    from the grid transposed first, which a runtime storing bfloat16 rounds (a coordinate 0.04
+    pixel off at 40 pixels, 0.4 after a Conv where OpenVINO's own kernel errs by 0.008).
     """
     r, ct = spec.rank, compute_dtype(spec)
     if plan.positions_from_grid:
         g = interleaved_grid(em, grid, spec)
-        floor = em.Floor(source_coordinate(em, g, ALL_AXES, spec, ct, bounded=False))
-        fraction = _fraction_less_half(em, after(em, g, floor, ct), spec)  # (floor not finite: NaN)
+        floor = em.Floor(source_coordinate(em, g, ALL_AXES, spec, ct))
+        fraction = _fraction_less_half(em, after(em, g, g, ct), spec)  # (NaN where g is not finite)
         pairs = zip(planar(em, floor, r, False), planar(em, fraction, r, False), strict=True)
         for axis, (f, u) in enumerate(pairs):
             yield f, kernel.weights(em, u, None, TapConstants(em, axis, r, ct))
@@ -256,23 +257,25 @@ def planar(em: Emitter, value: ir.Value, rank: int, tapped: bool) -> list[ir.Val
     Shaped as ``grid_coordinates`` and ``TapConstants`` shape them: ``(N, 1.., T, ..1, O..)``
     (T on tensor axis 1 + axis), or ``(N, 1..1, O..)`` untapped.
 
-    One Transpose puts the components first, ``(r, N, [T,] O..)``; each axis is one slice.
+    One Transpose puts the components first, ``(r, N, [T,] O..)``; each axis is one slice
+    (``Target.grid_by_gather``, untapped: each axis gathered from the last one, no Transpose).
     A ``merged`` value has its components split off its last axis first; a value with them
     first already, ``([T,] r, N, O..)``, has only its tap axis moved, a reshape where it or N
     holds one value.
     """
     if em.merged:
         value = em.split_components(value, tapped)
+    by_gather = em.target.grid_by_gather and not (tapped or em.components_first)
     if em.components_first:
         if tapped:  # (T, r, N, O..) -> (r, N, T, O..)
             value = em.Transpose(value, perm=[1, 2, 0, *range(3, rank + 3)])
     elif tapped:  # (T, N, O.., r) -> (r, N, T, O..)
         value = em.Transpose(value, perm=[rank + 2, 1, 0, *range(2, rank + 2)])
-    else:  # (N, O.., r) -> (r, N, O..)
+    elif not by_gather:  # (N, O.., r) -> (r, N, O..); else each gathered from the last axis
         value = em.Transpose(value, perm=[rank + 1, *range(rank + 1)])
     parts = []
     for axis in range(rank):
-        part = em.Gather(value, em.index(rank - 1 - axis), axis=0)
+        part = em.Gather(value, em.index(rank - 1 - axis), axis=-1 if by_gather else 0)
         own = 1 + em.lead + axis if tapped else None  # its tap axis, which T holds
         ones = [a for a in range(1, 1 + em.lead + rank) if a != own]
         parts.append(em.Unsqueeze(part, em.const(ones, INT64)) if ones else part)

@@ -426,6 +426,7 @@ TARGETS: dict[str, Target] = {
             "(the default)",
             avoids=ONNXRUNTIME_ONLY,
             integer_indices=True,
+            grid_by_gather=True,  # (onnxruntime: the same time as a Transpose's slices)
         ),
         Target(
             "onnxruntime",
