@@ -54,7 +54,6 @@ POINT_TILES_MAX = 32
 TILE_MIN_SAMPLE_POINTS = 512  # ...and each tile at least this many of every sample's points
 SYMBOLIC_POINT_TILES = 16  # symbolic points: this many tiles (nearest: half), behind an If
 SLOT_MAX_RATIO = 4  # a zero slot appended to X pays while X is at most this many times the points
-BF16_EXACT = 256  # integers up to this magnitude are exact in bfloat16
 # Zeros padding of linear and cubic: X padded by a ring of zeros is a copy of X. Where X holds
 # at least this many times the values the taps read, the taps are read unpadded and masked
 # once gathered (one Where over them) instead (``masked_taps_pay``). onnxruntime target,

@@ -24,7 +24,6 @@ from gridsample_lower.lowering.coords import (
     source_coordinate,
     tap_indices,
 )
-from gridsample_lower.lowering.costs import BF16_EXACT
 from gridsample_lower.lowering.emitter import ALL_AXES, Emitter
 from gridsample_lower.lowering.flat_index import per_tap
 from gridsample_lower.lowering.gathers import gather_and_combine
@@ -125,14 +124,14 @@ def interpolate(
     """
     r, ct = spec.rank, compute_dtype(spec)
     indices, weights, masked = [], None, None
-    if plan.interleaved:  # taps in integers where they may not be exact as stored
-        integers = not positions_exact(em, spec, plan)
-    else:
-        integers = plan.positions_from_grid and not floors_exact(em, spec, plan)
+    # taps in integers where their positions may not be exact as stored
     if plan.interleaved:
+        integers = not positions_exact(em, spec, plan)
         indices, weights, masked = _interleaved_taps(em, grid, spec, plan, kernel)
-    elif integers:
-        indices, weights, masked = _integer_taps_from_grid(em, grid, spec, plan, kernel)
+    else:
+        integers = plan.positions_from_grid and not positions_exact(em, spec, plan, folded=True)
+        if integers:
+            indices, weights, masked = _integer_taps_from_grid(em, grid, spec, plan, kernel)
     for axis, (floor, w) in enumerate(
         [] if plan.interleaved or integers else _floors(em, grid, spec, plan, kernel)
     ):
@@ -282,26 +281,21 @@ def planar(em: Emitter, value: ir.Value, rank: int, tapped: bool) -> list[ir.Val
     return parts
 
 
-def positions_exact(em: Emitter, spec: GridSampleSpec, plan: Plan) -> bool:
+BF16_EXACT = 256  # integers up to this magnitude are exact in bfloat16
+
+
+def positions_exact(em: Emitter, spec: GridSampleSpec, plan: Plan, folded: bool = False) -> bool:
     """Whether every in-axis tap position (ring and kernel included) is exact as stored.
 
-    Kept in float32 (``plan.float32_kept``), or exact in bfloat16 (up to 256).
+    Kept in float32 (``plan.float32_kept``), or exact in bfloat16 (up to 256). ``folded``:
+    floors that leave their region before the padding rule, a reflected coordinate folded
+    within two periods (twice the axis).
     """
     if plan.float32_kept:
         return True
+    span = 2 if folded and spec.padding_mode == "reflection" else 1
     sizes = [em.x_dim(2 + a) for a in range(spec.rank)]
-    return all(n is not None and n + 2 * plan.ring + 4 <= BF16_EXACT for n in sizes)
-
-
-def floors_exact(em: Emitter, spec: GridSampleSpec, plan: Plan) -> bool:
-    """``positions_exact`` for floors that leave their region before the padding rule.
-
-    With reflection the coordinate is folded within two periods: twice the axis.
-    """
-    span = 2 if spec.padding_mode == "reflection" else 1
-    sizes = [em.x_dim(2 + a) for a in range(spec.rank)]
-    fit = all(n is not None and span * n + 2 * plan.ring + 4 <= BF16_EXACT for n in sizes)
-    return plan.float32_kept or fit
+    return all(n is not None and span * n + 2 * plan.ring + 4 <= BF16_EXACT for n in sizes)
 
 
 def after(em: Emitter, g: ir.Value, first: ir.Value, ct: ir.DataType) -> ir.Value:

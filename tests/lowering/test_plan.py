@@ -275,16 +275,7 @@ TABLE = [
         "generic",
         {"flat_in_float": False, "integer_indices": True, "positions_from_grid": True},
     ),
-    # BF16_EXACT = 256: linear's and cubic's floors and fractions from the grid (bfloat16-safe),
-    # on either side of it (past it the floors leave as 256 hi + lo: sampling.floors_exact)
-    (
-        "generic linear 252",
-        LINEAR,
-        [1, 3, 8, 252],
-        _points(4),
-        "generic",
-        {"positions_from_grid": True},
-    ),
+    # linear's and cubic's floors and fractions from the grid (bfloat16-safe), past 256 pixels too
     (
         "generic linear 253",
         LINEAR,

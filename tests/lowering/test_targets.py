@@ -356,7 +356,7 @@ def test_a_target_judging_by_the_spec_alone_still_works():
 )
 def test_generic_floors_past_256_pixels_leave_as_two_integers_and_agree(spec, rng):
     """Generic's linear and cubic with an axis past 252 pixels take their floors from the grid
-    as 256 hi + lo (exact in bfloat16, ``sampling.floors_exact``) and their fractions from a
+    as 256 hi + lo (exact in bfloat16, ``sampling.positions_exact``) and their fractions from a
     region of their own: the same samples as the reference, far, NaN and infinite points too
     (reflection folds its coordinate within twice the axis: past 126 already)."""
     r = spec.rank
